@@ -8,7 +8,7 @@ folder holding it, with its marker, said in the log (was: the whole folder remov
 
 xmine's own files are known by where they are: the folder's marker; the files an embedding store
 writer makes (`xmine.store.directory.store_file`) in a folder marked as a store; the files a
-checkpoint folder's key file declares (`xmine.artefacts.checkpoints.checkpoint_file`); score's
+checkpoint folder's key file declares (`xmine.artefacts.checkpoints.declared_files`); score's
 staged sides; the kept-field values of a run killed while it wrote them. A symbolic link is never
 xmine's (it writes none there).
 """
@@ -20,32 +20,29 @@ import fnmatch
 import logging
 import os
 from pathlib import Path
+from typing import Callable
 
-from xmine.artefacts.checkpoints import checkpoint_file
+from xmine.artefacts.checkpoints import declared_files
 from xmine.artefacts.fileio import MARKER, read_json
 from xmine.store.directory import store_file
 
 log = logging.getLogger(__name__)
 
-#: folders of the work folder itself, and the files xmine writes in each (relative patterns)
+#: folders of the work folder itself, and the files xmine writes in each (name patterns)
 _OWN_BY_FOLDER = {"sides": ("src.txt", "tgt.txt"),  # score's bitext sides, staged as text
                   "fields-*": ("kept-fields-*.jsonl",)}  # --keep-field values, while the output is written
 
 
-def _own(path: Path, work: Path, stores: dict[Path, bool]) -> bool:
-    if path.is_symlink():
-        return False
-    folder = path.parent
-    if folder not in stores:
-        marker = folder / MARKER
-        stores[folder] = marker.is_file() and (read_json(marker) or {}).get("kind") == "embedding-store"
-    if stores[folder]:
-        return store_file(path.name)
-    if folder.parent == work and any(fnmatch.fnmatchcase(folder.name, name) and
-                                     any(fnmatch.fnmatchcase(path.name, p) for p in patterns)
-                                     for name, patterns in _OWN_BY_FOLDER.items()):
-        return True
-    return checkpoint_file(path)
+def _own_names(folder: Path, work: Path) -> Callable[[str], bool]:
+    """Whether a file of `folder` (in the work folder `work`) is xmine's, by its name."""
+    marker = read_json(folder / MARKER) if (folder / MARKER).is_file() else None
+    if isinstance(marker, dict) and marker.get("kind") == "embedding-store":
+        return store_file
+    patterns = declared_files(folder)
+    if folder.parent == work:
+        patterns += tuple(p for name, own in _OWN_BY_FOLDER.items() if fnmatch.fnmatchcase(folder.name, name)
+                          for p in own)
+    return lambda name: any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 def remove_work(work: Path, *, only: str | None = None) -> list[Path]:
@@ -53,7 +50,6 @@ def remove_work(work: Path, *, only: str | None = None) -> list[Path]:
     a name pattern, when given) and the folders left empty; return what stays, the user's files."""
     if not work.is_dir() or work.is_symlink():
         return []
-    stores: dict[Path, bool] = {}
     kept: list[Path] = []
     tops = [e for e in work.iterdir() if only is None or fnmatch.fnmatchcase(e.name, only)]
     for top in tops:
@@ -65,12 +61,13 @@ def remove_work(work: Path, *, only: str | None = None) -> list[Path]:
         # deepest first, so that a folder is looked at after its contents went
         for dirpath, dirnames, filenames in os.walk(top, topdown=False):
             d = Path(dirpath)
-            entries = [d / name for name in filenames + [n for n in dirnames if (d / n).is_symlink()]]
-            # each judged before any goes (a checkpoint's key file declares the others)
-            own = [p for p in entries if _own(p, work, stores)]
-            kept += [p for p in entries if p not in own]
-            for p in own:
-                p.unlink(missing_ok=True)
+            own_name = _own_names(d, work)  # (read before any file goes: a checkpoint's key file declares the rest)
+            for name in filenames + [n for n in dirnames if (d / n).is_symlink()]:
+                p = d / name
+                if own_name(name) and not p.is_symlink():  # (xmine writes no link there)
+                    p.unlink(missing_ok=True)
+                else:
+                    kept.append(p)
             with contextlib.suppress(OSError):  # (only an empty one goes)
                 d.rmdir()
     if only is None and not kept:

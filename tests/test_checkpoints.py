@@ -2,7 +2,7 @@
 
 import json
 
-from xmine.artefacts.checkpoints import KeyedDir, checkpoint_file
+from xmine.artefacts.checkpoints import KeyedDir, declared_files
 
 
 def _touch(path, text="x"):
@@ -47,10 +47,13 @@ def test_the_key_file_declares_the_steps_files_to_whoever_clears_the_folder_late
     d = tmp_path / "c"
     d.mkdir()
     (d / "key.json").write_text(json.dumps({"key": "k"}))  # written before the key file named them
-    tile, notes = _touch(d / "tile_1.npz"), _touch(d / "notes.txt")
-    assert not checkpoint_file(tile)  # a key file naming no patterns owns nothing
+    tile = _touch(d / "tile_1.npz")
+    assert declared_files(d) == ()  # a key file naming no patterns owns nothing
     KeyedDir(d, "k", owned=("tile_*.npz",))  # the same key: the work stays, the key file now names them
     assert tile.exists()
     assert json.loads((d / "key.json").read_text()) == {"key": "k", "owned": ["tile_*.npz"]}
-    assert checkpoint_file(tile) and checkpoint_file(d / "key.json") and checkpoint_file(d / ".tile_2.ab12cd34.tmp.npz")
-    assert not checkpoint_file(notes) and not checkpoint_file(tmp_path / "tile_1.npz")  # (no key file beside it)
+    assert declared_files(d) == ("key.json", "tile_*.npz", ".tile_*.*.tmp.npz")
+    assert declared_files(tmp_path) == ()  # (no key file)
+    (d / "key.json").write_text("[1, 2]")  # damaged: another key, not a traceback
+    KeyedDir(d, "k", owned=("tile_*.npz",))
+    assert not tile.exists() and declared_files(d) == ("key.json", "tile_*.npz", ".tile_*.*.tmp.npz")

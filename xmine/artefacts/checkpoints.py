@@ -7,12 +7,11 @@ step's own earlier files (they describe other inputs) and records the new key; o
 same key keeps them, so the step resumes. Only the files the step declares as its own (`owned`
 glob patterns, and the hidden temporaries `xmine.artefacts.fileio.atomic_path` makes for them) are ever
 removed: anything else in the folder stays. The key file records those patterns too, so that what
-clears a whole work folder later (`checkpoint_file`) knows the step's files without knowing the step.
+clears a whole work folder later (`declared_files`) knows the step's files without knowing the step.
 """
 
 from __future__ import annotations
 
-import fnmatch
 from pathlib import Path
 from typing import Sequence
 
@@ -28,7 +27,8 @@ class KeyedDir:
         self.dir = Path(directory)
         self.key = key
         self.owned = tuple(owned)
-        recorded = read_json(self.dir / KEY_FILE) or {}
+        recorded = read_json(self.dir / KEY_FILE)
+        recorded = recorded if isinstance(recorded, dict) else {}  # (damaged: another key)
         if recorded.get("key") != key:  # other inputs or parameters: earlier partial results do not apply
             self.clear()
         if recorded != {"key": key, "owned": list(self.owned)}:  # (also a key file of before it named them)
@@ -60,12 +60,11 @@ def _with_temporaries(owned: Sequence[str]) -> list[str]:
     return [glob for pattern in owned for glob in (pattern, f".{Path(pattern).stem}.*.tmp{Path(pattern).suffix}")]
 
 
-def checkpoint_file(path: Path) -> bool:
-    """Whether `path` is a checkpoint folder's own file: its key file, or one the patterns its key
-    file records name. A folder without a key file, or with one that records no patterns (written
-    before they were), owns nothing: whatever is in it stays."""
-    recorded = read_json(path.parent / KEY_FILE) if (path.parent / KEY_FILE).is_file() else None
+def declared_files(folder: Path) -> tuple[str, ...]:
+    """The name patterns of a checkpoint folder's own files, as its key file records them: the key
+    file, the step's patterns and their temporaries. () for a folder without a key file, or with
+    one that records no patterns (written before they were): it owns nothing, whatever is in it stays."""
+    recorded = read_json(folder / KEY_FILE) if (folder / KEY_FILE).is_file() else None
     if not isinstance(recorded, dict) or not isinstance(recorded.get("owned"), list):
-        return False
-    owned = [str(p) for p in recorded["owned"]]
-    return path.name == KEY_FILE or any(fnmatch.fnmatchcase(path.name, glob) for glob in _with_temporaries(owned))
+        return ()
+    return (KEY_FILE, *_with_temporaries([str(p) for p in recorded["owned"]]))

@@ -1,0 +1,52 @@
+"""xmine.mining.work: a finished run removes only xmine's own files from OUT.work/."""
+
+import json
+import os
+
+from xmine.artefacts.checkpoints import KeyedDir
+from xmine.mining.work import remove_work
+
+
+def _touch(path, text="x"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_only_the_files_xmine_wrote_go_and_a_folder_left_empty_with_them(tmp_path):
+    work = tmp_path / "m.tsv.work"
+    _touch(work / ".xmine-output.json", json.dumps({"kind": "mining-result-work"}))
+    store = work / "src" / "store"
+    _touch(store / ".xmine-output.json", json.dumps({"kind": "embedding-store"}))
+    for name in ("emb-00000.npy", "manifest.json", "sentences.txt", ".lock"):
+        _touch(store / name)
+    knn = KeyedDir(work / "knn", "k", owned=("tile_*.npz",)).dir
+    for i in range(3):
+        _touch(knn / f"tile_{i}.npz")
+    _touch(work / "fields-ab12cd34" / "kept-fields-x1.jsonl")
+    _touch(work / "sides" / "src.txt")
+    theirs = [_touch(store / "notes.txt"), _touch(knn / "mine.npz"), _touch(work / "other" / "src.txt"),
+              _touch(work / "sides" / "notes.txt"), _touch(tmp_path / "elsewhere.npz")]
+    os.symlink(tmp_path / "elsewhere.npz", knn / "tile_9.npz")  # a link of theirs, named as a tile
+    kept = remove_work(work)
+    assert sorted(p.relative_to(work).as_posix() for p in kept) == [
+        "knn/mine.npz", "knn/tile_9.npz", "other/src.txt", "sides/notes.txt", "src/store/notes.txt"]
+    assert all(p.exists() for p in theirs) and (knn / "tile_9.npz").is_symlink()
+    left = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if not p.is_dir())
+    assert left == [".xmine-output.json", "knn/mine.npz", "knn/tile_9.npz", "other/src.txt", "sides/notes.txt",
+                    "src/store/notes.txt"]
+    assert not (work / "fields-ab12cd34").exists()
+    # theirs moved away: the folder goes whole
+    for p in kept:
+        p.unlink()
+    assert remove_work(work) == [] and not work.exists()
+
+
+def test_only_limits_the_removal_to_the_entries_it_names(tmp_path):
+    work = tmp_path / "w"
+    _touch(work / ".xmine-output.json", "{}")
+    _touch(work / "fields-1" / "kept-fields-a.jsonl")
+    _touch(work / "sides" / "src.txt")
+    assert remove_work(work, only="fields-*") == []
+    assert not (work / "fields-1").exists() and (work / "sides" / "src.txt").exists()
+    assert (work / ".xmine-output.json").exists()

@@ -250,6 +250,9 @@ class Bitext:
             # Every record has the file's column count (the header's, else the first record's):
             # the scores are written after a record's own columns, so one more or less shifts them.
             for number, fields in same_width(rows, self.path, self.format, header=first):
+                # a file of blank lines alone (no record gives the width): pairs of two empty sides, as
+                # a blank line among records is (was: "0 column(s), but the source is column 1")
+                fields = fields or [""] * (max(si, ti) + 1)
                 src = field_of(fields, si, self.path, number, what="source")
                 tgt = field_of(fields, ti, self.path, number, what="target")
                 yield BitextPair(number=number, src=src, tgt=tgt, record=fields)

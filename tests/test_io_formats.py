@@ -944,3 +944,27 @@ def test_kept_fields_are_read_into_a_file_not_held_in_memory(tmp_path):
     assert url[0] == f"{n}:" + "u" * size and url[n - 1] == "1:" + "u" * size and url[n] == url[n + 1] == "5:" + "u" * size
     assert url[n - 7] is None and lengths[n - 7] == 0  # (record 7 has no url)
     assert json.loads(tab[n - 3]) == {"tab": "a\tb\n3"}  # (an object, as JSON; its tab and line break kept)
+
+
+def test_a_bitext_of_blank_lines_a_null_translation_and_a_dataset_of_no_rows_are_said_as_such(tmp_path):
+    """(a helper: a TSV bitext of blank lines alone was "0 column(s), but the source is column 1";
+    `"translation": null` was "no field 'translation.de' (fields: translation)"; a dataset saved with
+    no rows was "cannot open as a Hugging Face dataset (list index out of range)")"""
+    import datasets
+
+    (tmp_path / "blank.tsv").write_text("\n\n\n", encoding="utf-8")
+    with untouched(tmp_path):
+        refused(xm("score", tmp_path / "blank.tsv", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3",
+                   "-o", tmp_path / "b.tsv"), "blank.tsv: no pair has a source text (3 pair(s), every source empty)")
+    rows = [{"translation": {"de": "Guten Morgen", "en": "Good morning"}}, {"translation": None},
+            {"translation": {"de": "Danke", "en": "Thanks"}}]
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    ok(xm("score", tmp_path / "p.jsonl", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-q",
+          "-o", tmp_path / "s.jsonl"))
+    scored = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["translation"], r["rule"]) for r in scored][1] == (None, "empty") and len(scored) == 3
+    datasets.Dataset.from_dict({"text": []}, features=datasets.Features({"text": datasets.Value("string")})) \
+        .save_to_disk(str(tmp_path / "hf0"))
+    with untouched(tmp_path):
+        refused(xm("embed", tmp_path / "hf0", "--lang", "de", "--encoder", "use-m3", "-o", tmp_path / "st"),
+                "hf0: no text in the hf input (0 record(s): a dataset saved with no rows)")

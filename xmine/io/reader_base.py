@@ -130,11 +130,14 @@ def format_by_path(path: Path, *, default: str, not_dataset: str) -> str:
 
 
 def field_at(record: Any, dotted: str) -> Any:
-    """The value at `dotted` (`meta.text`) in nested mappings; a key that itself holds dots wins."""
+    """The value at `dotted` (`meta.text`) in nested mappings; a key that itself holds dots wins. A
+    null on the way is the value's null (`"translation": null`: was "no field translation.de")."""
     if isinstance(record, dict) and dotted in record:
         return record[dotted]
     value = record
     for part in dotted.split("."):
+        if value is None and value is not record:
+            return None
         if not isinstance(value, dict) or part not in value:
             return MISSING
         value = value[part]

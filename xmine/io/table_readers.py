@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Iterator
 
@@ -98,6 +99,15 @@ class ParquetReader(CorpusReader):
         yield from _table_records(rows, self.spec, self.path, names)
 
 
+def _saved_without_shards(folder: Path) -> bool:
+    """A `save_to_disk` Dataset of no rows, written without a data file (its `state.json` lists none)."""
+    try:
+        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(state, dict) and state.get("_data_files") == []
+
+
 class DatasetReader(CorpusReader):
     """A Hugging Face dataset: a `save_to_disk` folder, or data files read with streaming."""
 
@@ -111,6 +121,8 @@ class DatasetReader(CorpusReader):
         datasets.disable_progress_bars()
         try:
             if is_dataset_dir(self.path):
+                if _saved_without_shards(self.path):  # (datasets cannot load one: was "list index out of range")
+                    raise InputError(self.path, "no text in the hf input (0 record(s): a dataset saved with no rows)")
                 ds = datasets.load_from_disk(str(self.path))
                 if isinstance(ds, datasets.DatasetDict):
                     ds = ds[self._split(list(ds))]

@@ -705,6 +705,31 @@ def test_embed_overwrite_never_deletes_files_put_into_the_store(ws):
                    "--overwrite", "-q", "-o", ws / "store"), "README.txt", "analysis", "not part of the embedding store")
 
 
+def test_a_file_put_into_the_store_while_its_replacement_is_built_is_never_deleted(ws, monkeypatch):
+    """(a helper: checked at the start only, so a file put there during an hour's rebuild went with
+    the old store at the swap)"""
+    import xmine.store.writer as writer
+
+    encode = writer._encode_shards
+
+    def encode_then_a_user_writes(*a, **k):
+        encode(*a, **k)
+        (ws / "store" / "notes.txt").write_text("written while it ran\n")
+
+    monkeypatch.setattr(writer, "_encode_shards", encode_then_a_user_writes)
+    args = ["embed", ws / "de.txt", "--lang", "de", "--encoder", "use-m3", "--dtype", "float32", "--overwrite",
+            "-q", "-o", ws / "store"]
+    refused(xm(*args), "store: holds files that are not part of the embedding store (notes.txt)",
+            "the new store is kept in .store.xmine-rebuild")
+    assert (ws / "store" / "notes.txt").read_text() == "written while it ran\n"
+    monkeypatch.undo()
+    (ws / "store" / "notes.txt").rename(ws / "notes-moved.txt")
+    ok(xm(*args))  # the same command again: the finished replacement put in place
+    assert json.loads((ws / "store" / "manifest.json").read_text())["dtype"] == "float32"
+    assert not (ws / ".store.xmine-rebuild").exists()
+    ok(xm("verify", ws / "store"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_an_interrupted_embed_overwrite_leaves_the_old_store_whole(tmp_path, sig):
@@ -1263,12 +1288,19 @@ def test_the_hidden_work_a_killed_run_left_is_removed_by_the_next_run_of_that_ou
         proc.wait(timeout=60)
     left = [p.name for p in ws.iterdir() if p.name.startswith(".idx.work-")]
     assert len(left) == 1, sorted(p.name for p in ws.iterdir())
-    (ws / ".m.tsv.k2j3x9_a.tmp").mkdir()  # an atomic_dir's (a dataset folder output)
-    (ws / ".m.tsv.k2j3x9_a.tmp" / "data.arrow").write_bytes(b"x" * 1000)
+    (ws / ".m.tsv.k2j3x9_a.tmp").mkdir(mode=0o700)  # an atomic_dir's (a dataset folder output), private as
+    (ws / ".m.tsv.k2j3x9_a.tmp" / "data.arrow").write_bytes(b"x" * 1000)  # tempfile makes it
     (ws / ".m.q8w7e6r5.tmp.tsv").write_text("half a TSV\n")  # an atomic_path's
+    (ws / ".m.q8w7e6r5.tmp.tsv").chmod(0o600)
     alike = [".m.tsv.notes.tmp", ".m.tsv.k2j3x9_a.tmp.bak", ".idx.work-mine", ".other.q8w7e6r5.tmp.tsv"]
     for name in alike:
         (ws / name).write_text("the user's\n")
+    # named exactly as a temporary, but not private as tempfile makes one: the user's (a helper: removed)
+    (ws / ".m.tsv.abcd1234.tmp").mkdir(mode=0o755)
+    (ws / ".m.tsv.abcd1234.tmp" / "thesis.txt").write_text("precious\n")
+    (ws / ".m.abcd1234.tmp.tsv").write_text("the user's\n")
+    (ws / ".m.abcd1234.tmp.tsv").chmod(0o644)
+    alike += [".m.tsv.abcd1234.tmp", ".m.abcd1234.tmp.tsv"]
     listed, real_iterdir = [], Path.iterdir
 
     def counting_iterdir(self):

@@ -1,4 +1,4 @@
-"""xmine.mining.work: a finished run removes only xmine's own files from OUT.work/."""
+"""What a command removes from its own folders: xmine.mining.work (OUT.work/), xmine.artefacts.directory (a directory artefact replaced)."""
 
 import json
 import os
@@ -50,3 +50,22 @@ def test_only_limits_the_removal_to_the_entries_it_names(tmp_path):
     assert remove_work(work, only="fields-*") == []
     assert not (work / "fields-1").exists() and (work / "sides" / "src.txt").exists()
     assert (work / ".xmine-output.json").exists()
+
+
+def test_a_directory_artefacts_foreign_files_are_found_at_any_depth(tmp_path):
+    """(a helper: by top-level name, so `export-st --overwrite` deleted a user's file put into the
+    export's recorded subfolder `3_Dense/`)"""
+    from xmine.artefacts.directory import foreign_entries
+
+    art = tmp_path / "st"
+    recorded = ["1_Pooling/config.json", "3_Dense/model.safetensors", "README.md"]
+    for name in recorded:
+        _touch(art / name)
+    _touch(art / "manifest.json", json.dumps({"kind": "x", "files": {n: {} for n in recorded}}))
+    assert foreign_entries(art) == []
+    _touch(art / "3_Dense" / "notes.txt")
+    _touch(art / "1_Pooling" / "mydir" / "a.txt")
+    _touch(art / "top.txt")
+    assert foreign_entries(art) == ["1_Pooling/mydir/a.txt", "3_Dense/notes.txt", "top.txt"]
+    # the new artefact's own names (checked again at the swap) count as its own
+    assert foreign_entries(art, {"top.txt", "3_Dense/notes.txt"}) == ["1_Pooling/mydir/a.txt"]

@@ -24,7 +24,7 @@ import numpy
 
 from xmine import __version__
 from xmine.errors import ConfigError, OutputError
-from xmine.artefacts.fileio import DIR_MODE, MANIFEST, MARKER, read_json, sha256_file, swap_in_dir
+from xmine.artefacts.fileio import DIR_MODE, MANIFEST, MARKER, kind_label, read_json, sha256_file, swap_in_dir
 from xmine.artefacts.output_state import output_state
 
 
@@ -56,8 +56,10 @@ def open_artefact(path: str | Path, kind: str) -> Any:
 
 
 def foreign_entries(path: Path, own: set[str] | None = None) -> list[str]:
-    """Names in the xmine directory artefact `path` that are not its own files: not its manifest
-    or marker, not a file its manifest records, not in `own` (the names its writer makes)."""
+    """Files in the xmine directory artefact `path` (by path relative to it, at any depth) that are
+    not its own: not its manifest or marker, not a file its manifest records (or under a folder it
+    records), not in `own` (the relative paths its writer makes). Was: by top-level name, so a
+    user's file inside a recorded subfolder (an export's `3_Dense/notes.txt`) counted as xmine's."""
     manifest = read_json(path / MANIFEST) or {}
     recorded = {MANIFEST, MARKER, ".lock"} | set(own or ())
     if own is None and not (isinstance(manifest, dict) and ("files" in manifest or "shards" in manifest)):
@@ -66,8 +68,19 @@ def foreign_entries(path: Path, own: set[str] | None = None) -> list[str]:
         for key in ("files", "shards"):
             entries = manifest.get(key) or {}
             names = entries if isinstance(entries, dict) else [e.get("file") for e in entries if isinstance(e, dict)]
-            recorded |= {str(n).split("/")[0] for n in names if n}
-    return sorted(e.name for e in path.iterdir() if e.name not in recorded)
+            recorded |= {str(n).strip("/") for n in names if n}
+    return sorted(name for name in tree_files(path)
+                  if not any(name == r or name.startswith(r + "/") for r in recorded))
+
+
+def tree_files(path: Path) -> list[str]:
+    """Every entry under the directory `path` that is not a directory (files, links), by its
+    relative path, links not followed."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(path):
+        rel = Path(dirpath).relative_to(path)
+        out += [(rel / n).as_posix() for n in filenames + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]]
+    return out
 
 
 @contextlib.contextmanager
@@ -95,7 +108,7 @@ def atomic_dir(path: str | Path, *, kind: str | None = None, overwrite: bool = F
             foreign = foreign_entries(path, own)
             if foreign:
                 shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-                raise OutputError(f"{path}: holds files that are not part of the xmine {kind.replace('-', ' ')} "
+                raise OutputError(f"{path}: holds files that are not part of the xmine {kind_label(kind)} "
                                   f"({shown}); refusing to replace it (move them away first)")
             return True
         raise OutputError(f"{path}: already exists; refusing to replace it"
@@ -107,7 +120,7 @@ def atomic_dir(path: str | Path, *, kind: str | None = None, overwrite: bool = F
     try:
         yield tmp
         os.chmod(tmp, DIR_MODE)
-        if replaceable({e.name for e in tmp.iterdir()}):
+        if replaceable(set(tree_files(tmp))):  # (checked again: a file put there while this one was built)
             swap_in_dir(tmp, path)
         else:
             os.replace(tmp, path)

@@ -36,6 +36,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 import tempfile
@@ -381,12 +382,19 @@ def _remove_leftover_temporaries(claimed: list[Path]) -> None:
         with contextlib.suppress(OSError):
             for entry in folder.iterdir():
                 owner = next((path for path, names in patterns if names.fullmatch(entry.name)), None)
-                if owner is not None and not entry.is_symlink():
+                if owner is not None and not entry.is_symlink() and _private(entry):
                     size = (sum(f.stat().st_size for f in entry.rglob("*") if f.is_file()) if entry.is_dir()
                             else entry.stat().st_size)
                     remove_path(entry)
                     log.info(f"{entry}: removed, the hidden work of an earlier run of {owner.name} that was killed "
                              f"({size / 2**20:,.1f} MB)")
+
+
+def _private(entry: Path) -> bool:
+    """Whether `entry` is private to this user, as `tempfile` makes every temporary of xmine's (0600,
+    0700): a user's own file or folder of such a name is not, and stays (was: removed by name alone)."""
+    st = entry.lstat()
+    return st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077 == 0
 
 
 def _only_a_stub(path: Path, companions: tuple[str, ...]) -> bool:

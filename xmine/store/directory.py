@@ -62,14 +62,17 @@ def store_file(name: str) -> bool:
     return name in _OWN_NAMES or bool(_SHARD_FILE.match(name) or _OWN_TEMPORARY.match(name))
 
 
-def refuse_foreign(out_dir: Path) -> None:
+def refuse_foreign(out_dir: Path, *, built: Path | None = None) -> None:
     """OutputError when the store directory holds anything the writer did not make (a user's
-    notes, an analysis folder): rebuilding it in place or replacing it would delete them."""
+    notes, an analysis folder): rebuilding it in place or replacing it would delete them.
+    `built`: the finished replacement, kept where it is for the same command run again."""
     foreign = sorted(e.name for e in out_dir.iterdir() if not (store_file(e.name) and e.is_file()))
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        kept = (f"; the new store is kept in {built.name}: the same command, run again once they are moved, "
+                "puts it in place" if built is not None else " or choose another output directory")
         raise OutputError(f"{out_dir}: holds files that are not part of the embedding store ({shown}); "
-                          "refusing to rebuild it (move them away first or choose another output directory)")
+                          f"refusing to rebuild it (move them away first{kept})")
 
 
 def clear_dir(out_dir: Path) -> None:

@@ -283,6 +283,9 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
                             job.reader.spec.id_field, shared["id"],
                             " and ".join(f"{where}:{line}" for line in shared["lines"]))
             if build_dir != target:
+                # checked again: a file put into the store while this one was built (hours, for a large
+                # corpus) would go with the old store (was: checked at the start only)
+                refuse_foreign(target, built=build_dir)
                 swap_in_dir(build_dir, target)
             store = EmbeddingStore.open(out_dir)
         info.seconds = time.perf_counter() - t0

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import json
 import numbers
+import logging
 import os
 import re
 import warnings
@@ -38,7 +39,7 @@ from xmine.encoders.base import EncoderConfig, check_finite_output
 from xmine.encoders.projection import choose_projection, resolve_projection, shipped_dir
 from xmine.errors import ConfigError, InputError
 from xmine.index.faiss_index import IndexDir
-from xmine.io.corpus import CorpusStats, is_blank
+from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats, is_blank, truncate_for_encoding
 from xmine.io.reader_base import one_line, text_problem
 from xmine.io.stdin import is_url
 from xmine.langs import is_known_lang
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # the configs are imported when a function is called
     from xmine.mining.config import EncodingConfig, FilterConfig, SearchConfig, SelectionConfig, SideInput
 
 register_readers(projection=load_projection, index=IndexDir.open)
+log = logging.getLogger(__name__)
 
 Source = str | os.PathLike | Sequence[str]
 #: the schema metadata key that holds a result's summary
@@ -400,7 +402,13 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
         proj.check_encoder(model.fingerprint())
     # each sentence as a corpus's is read (xmine.io.corpus), so that these are the vectors `mine` compares
     # (was: " X " embedded with its spaces, which mine's stores no longer keep)
-    emb = np.asarray(model.encode([one_line(t).strip() for t in texts], batch_size=batch_size), dtype=np.float32)
+    # (and cut where a corpus's line is: was whole, another vector than the store's past 2,000 characters)
+    lines = [one_line(t).strip() for t in texts]
+    if cut := [i for i, t in enumerate(lines) if len(t) > DEFAULT_MAX_CHARS]:
+        log.warning(f"texts: {len(cut)} item(s) longer than {DEFAULT_MAX_CHARS} characters are cut to that length "
+                    f"for encoding, as mine cuts a corpus's lines (items {', '.join(map(str, cut[:5]))}"
+                    f"{' and more' if len(cut) > 5 else ''})")
+    emb = np.asarray(model.encode(truncate_for_encoding(lines), batch_size=batch_size), dtype=np.float32)
     check_finite_output(emb, model, lambda i: f"texts[{i}] {texts[i][:60]!r}")  # (was: returned as NaN rows)
     if proj is not None:
         emb = proj.transform(emb, "meaning", lang=lang)

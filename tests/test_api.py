@@ -170,7 +170,7 @@ def test_api_embed_refuses_one_string_for_a_list_of_sentences():
         xmine.mine("Der Hund schläft.", ["The dog sleeps."], src_lang="de", tgt_lang="en")
 
 
-def test_api_embed_reads_a_sentence_as_mine_does(tmp_path):
+def test_api_embed_reads_a_sentence_as_mine_does(tmp_path, caplog):
     """(a helper: after mine's corpora were read without the whitespace around a sentence,
     `xmine.embed([" X\u00a0"])` still embedded it, cosine 0.989-0.997 to mine's vector of X) The
     vectors `embed` returns are those of the store `xmine embed` writes of the same lines."""
@@ -186,6 +186,16 @@ def test_api_embed_reads_a_sentence_as_mine_does(tmp_path):
     stored = np.asarray(EmbeddingStore.open(tmp_path / "s").rows()[:], dtype=np.float32)
     got = xmine.embed(lines, lang="de")
     assert np.abs(got - stored).max() < 2e-3  # (the store keeps float16)
+    # an item longer than a corpus's line is cut where the line is, and said (a helper: embedded whole,
+    # cosine 0.52 to the store's vector, without a word)
+    long = " ".join(["Hund"] * 450) + " " + " ".join(["Katze Maus Vogel Baum"] * 200)
+    (tmp_path / "long.txt").write_text(long + "\nDer Hund schläft.\n", encoding="utf-8")
+    ok(xm("embed", tmp_path / "long.txt", "--lang", "de", "--encoder", "use-m3", "-q", "-o", tmp_path / "l"))
+    stored = np.asarray(EmbeddingStore.open(tmp_path / "l").rows()[:], dtype=np.float32)
+    with caplog.at_level("WARNING"):
+        got = xmine.embed([long, "Der Hund schläft."], encoder="use-m3")
+    assert np.abs(got - stored).max() < 2e-3
+    assert "texts: 1 item(s) longer than 2000 characters are cut to that length for encoding" in caplog.text
 
 
 def test_api_embed_warns_where_a_prompt_leaves_the_shipped_projection_out():

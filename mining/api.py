@@ -3,10 +3,9 @@ defaults and filters of the command line (docs/api.md).
 
 `mine` and `score` take the commands' configs (`xmine.mining.config`: SideInput, SearchConfig,
 SelectionConfig, FilterConfig, EncodingConfig), or plain keywords that build them, and run the
-commands' own code (`xmine.mining.pipeline.mine`,
-`xmine.mining.score.score_bitext`) into a temporary directory and return the result as a
-`pyarrow.Table`, which `datasets.Dataset(table)` turns into a dataset and `table.to_pylist()` into
-dicts; the command's summary (threshold and where it came from, filter counts, provenance) is in
+commands' own code (`xmine.mining.pipeline.mine`, `xmine.mining.score.score_bitext`) into a
+temporary directory and return the result as a `pyarrow.Table`, which `datasets.Dataset(table)`
+turns into a dataset and `table.to_pylist()` into dicts; the command's summary (threshold and where it came from, filter counts, provenance) is in
 the table's schema metadata under b"xmine" (`summary(table)`). A list of strings stands for a
 corpus, one sentence an item (line breaks inside an item become spaces, as in a text file); the
 result then names each sentence by its 0-based position in the list (`src_index`, `tgt_index`)
@@ -45,7 +44,7 @@ from xmine.io.stdin import is_url
 from xmine.langs import is_known_lang
 from xmine.mining.bitext import Bitext, BitextFormat
 from xmine.mining.filters import PairFilterConfig
-from xmine.mining.api_terms import in_python_terms
+from xmine.mining.api_terms import in_python_terms, lists_written_in
 from xmine.mining.presearch import PreSearchConfig
 from xmine.tempdirs import temporary_directory
 
@@ -70,8 +69,10 @@ def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
     if is_url(value):  # an fsspec URL, kept as the string it is (`mine` copies it as it streams)
         return value, False
     if _is_path(value):
-        if isinstance(value, str) and not os.path.lexists(value) and (" " in value.strip() or "\n" in value):
-            # (was: "'Der Hund schläft.': no such file or directory" for a sentence given for a list)
+        if isinstance(value, str) and not os.path.lexists(value) and not os.path.dirname(value) and (
+                " " in value.strip() or "\n" in value or not Path(value).suffix):
+            # (was: "'Der Hund schläft.': no such file or directory" for a sentence given for a list; then
+            # the same without a hint for one word, "Hallo")
             raise InputError(value, f"no such file or directory (a string names a file; give {name}'s sentences "
                                     f"as a list: [{value[:40]!r}])")
         return Path(value), False
@@ -155,6 +156,9 @@ def _check_sequence(value, name: str) -> None:
     """A ConfigError unless `value` can be a sequence of sentences (bytes and dicts iterate, but not so)."""
     if isinstance(value, (bytes, dict)) or not hasattr(value, "__iter__"):
         raise ConfigError(f"{name}: expected a path or a sequence of strings, not {type(value).__name__}")
+    if isinstance(value, (set, frozenset)):  # (was: mined in an order that changes from process to process)
+        raise ConfigError(f"{name}: a set, whose order changes from one Python process to the next, so the "
+                          f"result's indexes could not name its sentences; pass a list (sorted({name}))")
     if hasattr(value, "columns"):  # (was: a pandas DataFrame iterated as its column names, mined as such)
         raise ConfigError(f"{name}: a table ({type(value).__name__}), not a sequence of strings; pass the column "
                           f"of its sentences, e.g. {name}=df['text'], or a SideInput of its file")
@@ -175,9 +179,10 @@ def _check_lang(name: str, lang: str | None) -> None:
 @contextlib.contextmanager
 def _lists_named(directory: Path):
     """An InputError about a file the API wrote from a list names the list (`src`, `tgt`), not the
-    temporary file (was: "/tmp/xmine-api-.../src.txt: no sentence in the file")."""
+    temporary file (was: "/tmp/xmine-api-.../src.txt: no sentence in the file"); so do the warnings."""
     try:
-        yield
+        with lists_written_in(directory):
+            yield
     except InputError as e:
         if e.path.parent != directory or e.path.suffix != ".txt":
             raise  # (a list the pair's other side goes on after is named so by the bitext's reader)
@@ -393,21 +398,18 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
                          device=device)
     choice = choose_projection(projection, encoder_name=name, encoder_fp=model.fingerprint)
     if choice.how == "default-unavailable" and shipped_dir(name) is not None:
-        # (was: raw embeddings without a word, the command line only logging it): the shipped
-        # projection exists but does not take this prompt or these weights
-        # (stacklevel: past in_python_terms' wrapper, to the caller's line; was this module's)
+        # (was: raw embeddings without a word): the shipped projection does not take this prompt or these
+        # weights (stacklevel: past in_python_terms' wrapper, to the caller's line; was this module's)
         warnings.warn(f"{choice.reason}; pass projection='none' to ask for raw embeddings", stacklevel=3)
     proj = resolve_projection(choice.path) if choice.path is not None else None
     if proj is not None:  # (was: a projection of another prompt applied without a word)
         proj.check_encoder(model.fingerprint())
-    # each sentence as a corpus's is read (xmine.io.corpus), so that these are the vectors `mine` compares
-    # (was: " X " embedded with its spaces, which mine's stores no longer keep)
-    # (and cut where a corpus's line is: was whole, another vector than the store's past 2,000 characters)
+    # each sentence as a corpus's is read and cut (xmine.io.corpus), so that these are the vectors `mine`
+    # compares (was: " X " embedded with its spaces; then a sentence past 2,000 characters whole)
     lines = [one_line(t).strip() for t in texts]
     if cut := [i for i, t in enumerate(lines) if len(t) > DEFAULT_MAX_CHARS]:
         log.warning(f"texts: {len(cut)} item(s) longer than {DEFAULT_MAX_CHARS} characters are cut to that length "
-                    f"for encoding, as mine cuts a corpus's lines (items {', '.join(map(str, cut[:5]))}"
-                    f"{' and more' if len(cut) > 5 else ''})")
+                    f"for encoding, as mine cuts a corpus's lines (items {', '.join(map(str, cut[:5]))}{' ...' * (len(cut) > 5)})")
     emb = np.asarray(model.encode(truncate_for_encoding(lines), batch_size=batch_size), dtype=np.float32)
     check_finite_output(emb, model, lambda i: f"texts[{i}] {texts[i][:60]!r}")  # (was: returned as NaN rows)
     if proj is not None:

@@ -9,11 +9,12 @@ changes.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import logging
 import re
-from typing import Callable
+from typing import Callable, Iterator
 
 from xmine.errors import XmineError
 
@@ -38,7 +39,11 @@ KEYWORDS = {
     "--pairs-format": "BitextFormat(format=)", "--src-field": "BitextFormat(src_field=)",
     "--tgt-field": "BitextFormat(tgt_field=)", "--src-column": "BitextFormat(src_field=)",
     "--tgt-column": "BitextFormat(tgt_field=)",
+    "--min-length": "FilterConfig(min_length=)", "--max-length": "FilterConfig(max_length=)",
 }
+#: options whose value is a rule's name, each said as the config field that switches it off
+_SWITCHED_OFF = {"--no-pre-clean-step": "PreSearchConfig(disabled=frozenset({{'{}'}}))",
+                 "--no-filter": "PairFilterConfig(disabled=frozenset({{'{}'}}))"}
 #: flags -> the keyword and value that set them
 FLAGS = {
     "--approximate": "approximate=True", "--lang-filter": "lang_filter=True", "--no-lang-filter": "lang_filter=False",
@@ -50,8 +55,14 @@ FLAGS = {
 _CHOICES = ("none", "ratio", "distance", "absolute", "balanced", "precision", "max", "intersect", "fwd", "bwd",
             "auto", "fp32", "bf16", "fp16", "int8", "torch", "openvino", "cpu", "cuda", "default",
             "flat", "ivf", "hnsw", "ivfpq", "ivfpqfs", "opq")
-_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-k)(?![\w-])"
-                     rf"(?: (?P<value>-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.])|'[^'\s]*'|(?:{'|'.join(_CHOICES)})(?![\w-])))?")
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-k)(?![\w-])(?:[ =](?P<value>"
+                     r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:e-?\d+)?(?![\w.])|'[^'\s]*'"  # a number (1,000), a quoted value
+                     rf"|(?:{'|'.join(_CHOICES)})(?![\w:-])|cuda:\d+(?![\w-])"  # a choice, a device
+                     r"|\.{0,2}/[^\s,;)]*"  # a path
+                     r"|(?<=-lang )(?!and\b|not\b|nor\b|or\b)[a-z]{2,3}(?:_[A-Z][a-z]{3})?(?![\w-])))?")  # a language
+_SWITCH = re.compile(rf"(?<![\w-])({'|'.join(_SWITCHED_OFF)}) (\w+)")
+#: what is said as it is: a command line to type (`xmine calibrate -k 8`, in backticks or not)
+_COMMAND = re.compile(r"`xmine [^`]*`|\bxmine [a-z][a-z-]*(?: [^\s,;)`]+)*")
 
 
 def python_terms(message: str) -> str:
@@ -67,15 +78,47 @@ def python_terms(message: str) -> str:
             return m.group(0)
         if value is None:
             return name if name.endswith(")") else f"{name}="
-        shown = "None" if value == "none" else value if value[0] in "0123456789-'" else repr(value)
+        shown = ("None" if value == "none" else value.replace(",", "") if value[0] in "0123456789-" else
+                 value if value[0] == "'" else repr(value))
         return name[:-1] + f"{shown})" if name.endswith(")") else f"{name}={shown}"
 
-    return _OPTION.sub(keyword, message)
+    def said(text: str) -> str:
+        text = _SWITCH.sub(lambda m: _SWITCHED_OFF[m.group(1)].format(m.group(2)), text)
+        return _OPTION.sub(keyword, text)
+
+    # the text between command lines, each option of it said as its keyword
+    parts, last = [], 0
+    for command in _COMMAND.finditer(message):
+        parts += [said(message[last:command.start()]), command.group(0)]
+        last = command.end()
+    return "".join(parts) + said(message[last:])
 
 
 #: set while an API call runs in this context: xmine's log records made in it are in the caller's terms
 _IN_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("xmine_api_call", default=False)
 _made = logging.getLogRecordFactory()
+
+
+#: the folder an API call writes its lists into, while it runs: a file of it is said as the list
+_LISTS_IN: contextvars.ContextVar[str | None] = contextvars.ContextVar("xmine_api_lists", default=None)
+
+
+@contextlib.contextmanager
+def lists_written_in(directory) -> Iterator[None]:
+    """Within the block, a log record naming a file of `directory` (`src.txt`, the list `src` written
+    for the pipeline) names the list (`src (the list given)`; was: the temporary file, gone on return)."""
+    token = _LISTS_IN.set(str(directory))
+    try:
+        yield
+    finally:
+        _LISTS_IN.reset(token)
+
+
+def _lists_named(message: str) -> str:
+    directory = _LISTS_IN.get()
+    if directory is None:
+        return message
+    return re.sub(re.escape(directory + "/") + r"(\w+)\.txt\b", r"\1 (the list given)", message)
 
 
 def _record(*args, **kwargs) -> logging.LogRecord:
@@ -86,7 +129,7 @@ def _record(*args, **kwargs) -> logging.LogRecord:
     record = _made(*args, **kwargs)
     if _IN_CALL.get() and record.name.startswith("xmine"):
         try:
-            record.msg, record.args = python_terms(record.getMessage()), ()
+            record.msg, record.args = _lists_named(python_terms(record.getMessage())), ()
         except (TypeError, ValueError):  # arguments that do not fit the message: logging reports it when emitted
             pass
     return record
@@ -112,4 +155,4 @@ def in_python_terms(function: Callable) -> Callable:
     return call
 
 
-__all__ = ["in_python_terms", "python_terms"]
+__all__ = ["in_python_terms", "lists_written_in", "python_terms"]

@@ -93,6 +93,19 @@ def test_api_warnings_name_the_list_and_its_items_as_the_result_does(caplog):
     assert "src (the list given): 1 item(s) longer than 2000 characters are cut to that length for encoding " \
         "(items 3)" in said, said
     assert not any("xmine-api" in message for message in said), said
+    # and the warnings of the mining step, in Python's terms (a helper: the temporary file and
+    # --min-length; the same list on both sides: --no-pre-clean-step copies)
+    from xmine.mining.config import FilterConfig
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        xmine.mine(de, en, encoder="use-m3", filters=FilterConfig(min_length=5000), show_progress=False)
+        xmine.mine(en, en, encoder="use-m3", show_progress=False)
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "warning: src (the list given): none of its 3 distinct sentences is within " \
+        "FilterConfig(min_length=5000) (characters)" in said, said
+    assert "PreSearchConfig(disabled=frozenset({'copies'})) keeps them" in said, said
+    assert "xmine-api" not in said and " --" not in said, said
 
 
 def test_api_refuses_record_options_its_input_has_no_use_for(tmp_path):
@@ -168,6 +181,13 @@ def test_api_embed_refuses_one_string_for_a_list_of_sentences():
     with pytest.raises(InputError, match=r"Der Hund schläft\.: no such file or directory \(a string names a file; "
                                          r"give src's sentences as a list: \['Der Hund schläft\.'\]\)"):
         xmine.mine("Der Hund schläft.", ["The dog sleeps."], src_lang="de", tgt_lang="en")
+    with pytest.raises(InputError, match=r"Hallo: no such file or directory \(a string names a file; give src's "
+                                         r"sentences as a list: \['Hallo'\]\)"):  # (one word: was no hint)
+        xmine.mine("Hallo", ["Hello."], src_lang="de", tgt_lang="en")
+    with pytest.raises(InputError, match=r"no/such/de\.txt: no such file or directory$"):  # (a path: none)
+        xmine.mine("no/such/de.txt", ["Hello."], src_lang="de", tgt_lang="en")
+    with pytest.raises(ConfigError, match=r"^src: a set, whose order changes .*; pass a list \(sorted\(src\)\)$"):
+        xmine.mine({"Hallo.", "Tschüss."}, ["Hello."], src_lang="de", tgt_lang="en")
 
 
 def test_api_embed_reads_a_sentence_as_mine_does(tmp_path, caplog):
@@ -443,6 +463,18 @@ def test_api_errors_name_the_keywords_a_python_caller_passes(caplog):
     # what is not an option of the API is left as it is
     assert python_terms("see xmine verify --help; -k 4") == "see xmine verify --help; k=4"
     assert python_terms("use --precision fp32 or --threshold none") == "use precision='fp32' or threshold=None"
+    # (a helper: "device='cuda':7", "tgt_lang= en", "threshold==0.5", a command line to type rewritten,
+    # and the switches of a rule left as options)
+    for said, meant in (("--device cuda:7", "device='cuda:7'"), ("than --tgt-lang en", "than tgt_lang='en'"),
+                        ("--src-lang and --tgt-lang not given", "src_lang= and tgt_lang= not given"),
+                        ("--projection /x/y", "projection='/x/y'"), ("--threshold=0.5", "threshold=0.5"),
+                        ("within --min-length 1,000 (characters)", "within FilterConfig(min_length=1000) (characters)"),
+                        ("at -k 8 (xmine calibrate -k 8, then --calibration)",
+                         "at k=8 (xmine calibrate -k 8, then calibration=)"),
+                        ("--no-pre-clean-step copies keeps them, and --no-filter identical a sentence",
+                         "PreSearchConfig(disabled=frozenset({'copies'})) keeps them, and "
+                         "PairFilterConfig(disabled=frozenset({'identical'})) a sentence")):
+        assert python_terms(said) == meant, said
     # the search's options (a helper: "use --index-type flat or hnsw" reached xmine.score's caller)
     assert python_terms("use --index-type flat or hnsw, a smaller --nlist") == (
         "use SearchConfig(index_type='flat') or hnsw, a smaller SearchConfig(nlist=)")

@@ -4,12 +4,12 @@ defaults and filters of the command line (docs/api.md).
 `mine` and `score` take the commands' configs (`xmine.mining.config`: SideInput, SearchConfig,
 SelectionConfig, FilterConfig, EncodingConfig), or plain keywords that build them, and run the
 commands' own code (`xmine.mining.pipeline.mine`, `xmine.mining.score.score_bitext`) into a
-temporary directory and return the result as a `pyarrow.Table`, which `datasets.Dataset(table)`
-turns into a dataset and `table.to_pylist()` into dicts; the command's summary (threshold and where it came from, filter counts, provenance) is in
-the table's schema metadata under b"xmine" (`summary(table)`). A list of strings stands for a
-corpus, one sentence an item (line breaks inside an item become spaces, as in a text file); the
-result then names each sentence by its 0-based position in the list (`src_index`, `tgt_index`)
-instead of a file and line. Everything heavy is imported when a function is called.
+temporary directory and return the result as a `pyarrow.Table`, which `datasets.Dataset(table)` and
+`table.to_pylist()` turn into a dataset and dicts; the command's summary (threshold, filter counts,
+provenance) is in the table's schema metadata under b"xmine" (`summary(table)`). A list of strings
+stands for a corpus, one sentence an item (line breaks inside an item become spaces, as in a text
+file); the result then names each sentence by its 0-based position in the list (`src_index`,
+`tgt_index`) instead of a file and line. Everything heavy is imported when a function is called.
 
 Like the command line (xmine/cli.py), this module is a composition root: it registers the feature
 packages' artefact readers with the core.
@@ -404,12 +404,12 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     proj = resolve_projection(choice.path) if choice.path is not None else None
     if proj is not None:  # (was: a projection of another prompt applied without a word)
         proj.check_encoder(model.fingerprint())
-    # each sentence as a corpus's is read and cut (xmine.io.corpus), so that these are the vectors `mine`
-    # compares (was: " X " embedded with its spaces; then a sentence past 2,000 characters whole)
+    # read and cut as a corpus's line, the vectors `mine` compares (was: " X " with its spaces; then whole)
     lines = [one_line(t).strip() for t in texts]
     if cut := [i for i, t in enumerate(lines) if len(t) > DEFAULT_MAX_CHARS]:
+        shown = ", ".join(map(str, cut[:5])) + " ..." * (len(cut) > 5)
         log.warning(f"texts: {len(cut)} item(s) longer than {DEFAULT_MAX_CHARS} characters are cut to that length "
-                    f"for encoding, as mine cuts a corpus's lines (items {', '.join(map(str, cut[:5]))}{' ...' * (len(cut) > 5)})")
+                    f"for encoding, as mine cuts a corpus's lines (items {shown})")
     emb = np.asarray(model.encode(truncate_for_encoding(lines), batch_size=batch_size), dtype=np.float32)
     check_finite_output(emb, model, lambda i: f"texts[{i}] {texts[i][:60]!r}")  # (was: returned as NaN rows)
     if proj is not None:

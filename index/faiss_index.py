@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ import numpy as np
 
 from xmine.errors import ArtefactError
 from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, atomic_path, check_names, read_manifest
+from xmine.artefacts.leftovers import register_own_files
 from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, Record
 from xmine.index.choose import IndexChoice
 from xmine.store.layout import LINE_NUMBERS, SENTENCE_INDEX, SENTENCES
@@ -85,6 +87,14 @@ class IndexManifest(Record):
 def shard_plan(n: int, shard_rows: int) -> list[tuple[int, int]]:
     """(start, stop) rows of each shard."""
     return [(start, min(start + shard_rows, n)) for start in range(0, n, shard_rows)]
+
+
+def _index_file(path: Path) -> bool:
+    """A file build-index writes into its temporary folder (one a killed run left: xmine.artefacts.leftovers)."""
+    return path.name in (SENTENCES, LINE_NUMBERS, SENTENCE_INDEX) or bool(re.fullmatch(r"shard_\d{5}\.faiss", path.name))
+
+
+register_own_files(_index_file)
 
 
 def shard_name(s: int) -> str:

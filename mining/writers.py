@@ -24,6 +24,7 @@ is written as a space, so that every reader parses the file.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import gzip
 import io
 import json
@@ -39,6 +40,7 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 
 from xmine import __version__
+from xmine.artefacts.leftovers import register_own_files
 from xmine.artefacts.output_state import check_named_format, names_another_format
 from xmine.errors import ConfigError
 from xmine.io.reader_base import one_line
@@ -344,6 +346,14 @@ def _write_dataset(claim, rows: MinedRows, extra: Sequence[PairColumn], summary:
         parquet_to_dataset(parquet, tmp, features=features, rows=len(rows.score), build_dir=b)
         (Path(tmp) / "README.md").write_text(dataset_card(summary, keys=(ks, kt), pairs=len(rows.score),
                                                           columns=_schema(rows, extra).names), encoding="utf-8")
+
+
+def _dataset_file(path: Path) -> bool:
+    """A file of a `save_to_disk` folder with its card (one a killed run left: xmine.artefacts.leftovers)."""
+    return path.name in ("dataset_info.json", "state.json", "README.md") or fnmatch.fnmatchcase(path.name, "data-*.arrow")
+
+
+register_own_files(_dataset_file)
 
 
 def parquet_to_dataset(parquet: Path, out_dir, *, features, rows: int, build_dir) -> None:

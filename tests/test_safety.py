@@ -1289,7 +1289,7 @@ def test_the_hidden_work_a_killed_run_left_is_removed_by_the_next_run_of_that_ou
     left = [p.name for p in ws.iterdir() if p.name.startswith(".idx.work-")]
     assert len(left) == 1, sorted(p.name for p in ws.iterdir())
     (ws / ".m.tsv.k2j3x9_a.tmp").mkdir(mode=0o700)  # an atomic_dir's (a dataset folder output), private as
-    (ws / ".m.tsv.k2j3x9_a.tmp" / "data.arrow").write_bytes(b"x" * 1000)  # tempfile makes it
+    (ws / ".m.tsv.k2j3x9_a.tmp" / "data-00000-of-00001.arrow").write_bytes(b"x" * 1000)  # tempfile makes it
     (ws / ".m.q8w7e6r5.tmp.tsv").write_text("half a TSV\n")  # an atomic_path's
     (ws / ".m.q8w7e6r5.tmp.tsv").chmod(0o600)
     alike = [".m.tsv.notes.tmp", ".m.tsv.k2j3x9_a.tmp.bak", ".idx.work-mine", ".other.q8w7e6r5.tmp.tsv"]
@@ -1301,6 +1301,11 @@ def test_the_hidden_work_a_killed_run_left_is_removed_by_the_next_run_of_that_ou
     (ws / ".m.abcd1234.tmp.tsv").write_text("the user's\n")
     (ws / ".m.abcd1234.tmp.tsv").chmod(0o644)
     alike += [".m.tsv.abcd1234.tmp", ".m.abcd1234.tmp.tsv"]
+    # a killed run's own folder, a user's notes put into it: left, and said (a helper: removed with them)
+    (ws / ".m.tsv.zz9zz9zz.tmp").mkdir(mode=0o700)
+    (ws / ".m.tsv.zz9zz9zz.tmp" / "state.json").write_text("{}")
+    (ws / ".m.tsv.zz9zz9zz.tmp" / "notes.txt").write_text("why it stopped\n")
+    alike += [".m.tsv.zz9zz9zz.tmp"]
     listed, real_iterdir = [], Path.iterdir
 
     def counting_iterdir(self):
@@ -1318,6 +1323,9 @@ def test_the_hidden_work_a_killed_run_left_is_removed_by_the_next_run_of_that_ou
     assert sorted(p.name for p in ws.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock")) == sorted(alike)
     said = [r.getMessage() for r in caplog.records if "removed, the hidden work" in r.getMessage()]
     assert len(said) == 3 and f"{ws / left[0]}: removed, the hidden work of an earlier run of idx that was killed" in said[0]
+    assert (ws / ".m.tsv.zz9zz9zz.tmp" / "notes.txt").read_text() == "why it stopped\n"
+    assert f"{ws / '.m.tsv.zz9zz9zz.tmp'}: left where it is: the hidden work of an earlier run of m.tsv that was " \
+        "killed, but it holds files xmine did not write (notes.txt)" in caplog.text
 
 
 def test_resuming_at_another_shard_size_is_refused_not_redone_under_a_resuming_message(ws):

@@ -34,9 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 import tempfile
@@ -46,6 +44,7 @@ from xmine.errors import OutputError
 from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, MARKER, atomic_path, atomic_write_json,
                                     atomic_write_manifest, fsync_file, kind_label, read_json, remove_path, sha256_file,
                                     swap_in_dir, temporary_beside)
+from xmine.artefacts.leftovers import remove_leftover_temporaries
 from xmine.artefacts.output_locks import lock_outputs
 from xmine.artefacts.output_state import (FORMS, check_not_input, dir_kind, output_state, removed_by_hand, sidecar_of,
                                           tree_record)
@@ -315,7 +314,7 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
     try:
         with lock_outputs(path, claimed):
             try:
-                _remove_leftover_temporaries(claimed)
+                remove_leftover_temporaries(claimed)
                 state = output_state(path, kind, form, companions, in_place=in_place)
                 if state == "finished" and not (overwrite or reopen):
                     gone = (f", its files removed since: {sidecar_of(path).name} is left" if removed_by_hand(path)
@@ -358,43 +357,6 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
             for d in reversed(made):
                 with contextlib.suppress(OSError):
                     d.rmdir()
-
-
-#: `tempfile`'s random part of a name (8 characters of its alphabet)
-_RANDOM = "[a-z0-9_]{8}"
-
-
-def _temporary_names(path: Path) -> re.Pattern:
-    """The hidden temporaries a writer of `path` makes beside it: `atomic_path`'s
-    `.STEM.XXXXXXXX.tmpSUFFIX`, `atomic_dir`'s `.NAME.XXXXXXXX.tmp`, build-index's work folder
-    `.NAME.work-XXXXXXXX`."""
-    return re.compile("|".join((re.escape(f".{path.name}.") + _RANDOM + re.escape(".tmp"),
-                                re.escape(f".{path.stem}.") + _RANDOM + re.escape(f".tmp{path.suffix}"),
-                                re.escape(f".{path.name}.work-") + _RANDOM)))
-
-
-def _remove_leftover_temporaries(claimed: list[Path]) -> None:
-    """Remove the hidden temporaries of the claimed outputs that a killed writer left (SIGKILL, a
-    power cut: no clean-up ran). Called with every claimed path locked, so no live writer of them
-    exists; each removal is said, with its size."""
-    for folder in dict.fromkeys(path.parent for path in claimed):  # each listed once, for all its claimed files
-        patterns = [(path, _temporary_names(path)) for path in claimed if path.parent == folder]
-        with contextlib.suppress(OSError):
-            for entry in folder.iterdir():
-                owner = next((path for path, names in patterns if names.fullmatch(entry.name)), None)
-                if owner is not None and not entry.is_symlink() and _private(entry):
-                    size = (sum(f.stat().st_size for f in entry.rglob("*") if f.is_file()) if entry.is_dir()
-                            else entry.stat().st_size)
-                    remove_path(entry)
-                    log.info(f"{entry}: removed, the hidden work of an earlier run of {owner.name} that was killed "
-                             f"({size / 2**20:,.1f} MB)")
-
-
-def _private(entry: Path) -> bool:
-    """Whether `entry` is private to this user, as `tempfile` makes every temporary of xmine's (0600,
-    0700): a user's own file or folder of such a name is not, and stays (was: removed by name alone)."""
-    st = entry.lstat()
-    return st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077 == 0
 
 
 def _only_a_stub(path: Path, companions: tuple[str, ...]) -> bool:

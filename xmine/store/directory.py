@@ -17,7 +17,9 @@ from filelock import FileLock, Timeout
 
 from xmine.errors import ArtefactError, OutputError
 from xmine.artefacts.directory import provenance
-from xmine.artefacts.fileio import MANIFEST, MARKER, atomic_path, atomic_write_json, atomic_write_manifest, sha256_file
+from xmine.artefacts.fileio import (MANIFEST, MARKER, atomic_path, atomic_write_json, atomic_write_manifest, read_json,
+                                    sha256_file)
+from xmine.artefacts.leftovers import register_own_files
 from xmine.artefacts.output_state import dir_kind
 from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, ShardRecord, StoreManifest, read_field
 from xmine.store.layout import (
@@ -60,6 +62,15 @@ _OWN_NAMES = frozenset({MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HA
 def store_file(name: str) -> bool:
     """Whether `name` is one the store writer makes in a store directory (its files, temporaries, lock, marker)."""
     return name in _OWN_NAMES or bool(_SHARD_FILE.match(name) or _OWN_TEMPORARY.match(name))
+
+
+def _in_a_store(path: Path) -> bool:
+    """A store writer's file in a store folder (one a killed build left: `xmine.artefacts.leftovers`)."""
+    marker = read_json(path.parent / MARKER) if (path.parent / MARKER).is_file() else None
+    return isinstance(marker, dict) and marker.get("kind") == STORE_KIND and store_file(path.name)
+
+
+register_own_files(_in_a_store)
 
 
 def refuse_foreign(out_dir: Path, *, built: Path | None = None) -> None:

@@ -9,7 +9,8 @@ folder holding it, with its marker, said in the log (was: the whole folder remov
 xmine's own files are known by where they are: the folder's marker; the files an embedding store
 writer makes (`xmine.store.directory.store_file`) in a folder marked as a store; the files a
 checkpoint folder's key file declares (`xmine.artefacts.checkpoints.declared_files`); score's
-staged sides; the kept-field values of a run killed while it wrote them. A symbolic link is never
+staged sides; a side's rows files (`xmine.inputs.ROWS_FILES`); the kept-field values of a run
+killed while it wrote them. A symbolic link is never
 xmine's (it writes none there).
 """
 
@@ -24,13 +25,15 @@ from typing import Callable
 
 from xmine.artefacts.checkpoints import declared_files
 from xmine.artefacts.fileio import MARKER, read_json
+from xmine.inputs import ROWS_FILES
 from xmine.store.directory import store_file
 
 log = logging.getLogger(__name__)
 
 #: folders of the work folder itself, and the files xmine writes in each (name patterns)
 _OWN_BY_FOLDER = {"sides": ("src.txt", "tgt.txt"),  # score's bitext sides, staged as text
-                  "fields-*": ("kept-fields-*.jsonl",)}  # --keep-field values, while the output is written
+                  "fields-*": ("kept-fields-*.jsonl",),  # --keep-field values, while the output is written
+                  "*": ROWS_FILES}  # a side's: a projected store's rows, an index's vectors
 
 
 def _own_names(folder: Path, work: Path) -> Callable[[str], bool]:

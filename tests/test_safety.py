@@ -1111,6 +1111,13 @@ def test_a_users_files_in_the_work_folder_outlive_the_runs_that_finish_it(ws, mo
     # with nothing of the user's in it, the folder goes whole
     ok(xm(*args2, "--overwrite", "-o", ws / "m3.tsv"))
     assert not (ws / "m3.tsv.work").exists()
+    # and so it does where a side's rows were written there: an index's vectors, a store's projected
+    # (a helper: both said to be the user's, and left, a float32 copy of the index)
+    ok(xm("mine", ws / "de.txt", ws / "index", "--encoder", "use-m3", "-q", "-o", ws / "m4.tsv"))
+    ok(xm("mine", ws / "store", ws / "en.txt", "--encoder", "use-m3", "--projection", ws / "proj", "-q",
+          "-o", ws / "m5.tsv"))
+    assert not (ws / "m4.tsv.work").exists() and not (ws / "m5.tsv.work").exists()
+    assert "m4.tsv.work" not in caplog.text and "m5.tsv.work" not in caplog.text
 
 
 def test_an_unknown_encoder_with_a_store_input_names_the_encoder(ws, me5):

@@ -162,7 +162,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         check_lang(lang, store.lang, what)
         side = _store_side(store, path, lang, kind, fingerprint={"manifest": manifest_hash(path)})
         if proj is not None and store.manifest.projection is None:
-            side.rows = project_rows(store, proj, work / "projected-rows.npy", lang=lang or store.lang,
+            side.rows = project_rows(store, proj, work / PROJECTED_ROWS, lang=lang or store.lang,
                                      show_progress=show_progress)
             side.projection, side.part = encoders.projection_fp(), "meaning"
         else:  # used as it is: it must already be in the space asked for (a projected store is never raw)
@@ -176,7 +176,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=what)
         check_lang(lang, ix.manifest.lang, what)
         text, row_index = ix.text_column()
-        side = Side(path=path, kind=kind, rows=index_rows(ix, path, work / "index-rows.npy"), row_index=row_index,
+        side = Side(path=path, kind=kind, rows=index_rows(ix, path, work / INDEX_ROWS), row_index=row_index,
                     text=text, line_numbers=ix.line_numbers,
                     encoder=ix.encoder, projection=ix.manifest.projection,
                     part=ix.manifest.part or "raw", lang=lang or ix.manifest.lang, index=ix,
@@ -186,6 +186,12 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         return side
     raise InputError(path, f"is an xmine {kind!r}; expected a text file, an embedding store or an index")
 
+
+#: the rows files a side's work folder holds: a projected store's, an index's reconstructed vectors
+#: (each with its .json marker; what removes a finished run's work folder knows them by these names)
+PROJECTED_ROWS, INDEX_ROWS = "projected-rows.npy", "index-rows.npy"
+ROWS_FILES = tuple(name for rows in (PROJECTED_ROWS, INDEX_ROWS) for name in (
+    rows, rows.replace(".npy", ".json"), f".{rows[:-4]}.*.tmp.npy", f".{rows[:-4]}.*.tmp.json"))
 
 # Rows projected at once: the projection's float32 input and output (2 x 64k x dim x 4 bytes).
 PROJECT_BLOCK = 65_536

@@ -231,6 +231,9 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                                                    lid=lid, encoder=encoder, precision=precision, runtime=runtime,
                                                    prompt=prompt, prompt_name=prompt_name, guess=guess,
                                                    evaluation=evaluate)})
+            # the one-line summary every command ends with (was: none, with -o)
+            click.echo(f"{'scored' if evaluate else 'identified'} {total_n:,} line(s) of {len(files)} file(s)"
+                       + (f", accuracy {total_ok / max(total_n, 1):.4f}" if evaluate else "") + f" -> {claim.path}")
         if unknown and not evaluate and not guess:
             click.echo(f"xmine: {unknown} of {total_n} line(s) 'unknown' ({_unknown_reason(lid, projection)})", err=True)
 

@@ -210,10 +210,12 @@ def _write_parquet(path, bitext, scores, *, kept_only: bool) -> int:
         writer = writer or pq.ParquetWriter(path, table.schema)
         writer.write_table(table)
         written += len(batch)
-    if writer is None:  # no row kept: an empty file with the score columns
-        writer = pq.ParquetWriter(path, pa.schema([("src", pa.string()), ("tgt", pa.string()),
-                                                   ("cosine", pa.float64()), ("margin", pa.float64()),
-                                                   ("keep", pa.bool_()), ("rule", pa.string())]))
+    if writer is None:  # no row kept: an empty file of the columns a kept row would have (the input's
+        # record's and the scores; was: src and tgt whatever the input's fields, so shards did not concatenate)
+        first = next((r for _, r in _scored_rows(bitext, scores, kept_only=False, as_dict=True, exact=True)), None)
+        writer = pq.ParquetWriter(path, pa.Table.from_pylist([first]).schema if first is not None else pa.schema(
+            [("src", pa.string()), ("tgt", pa.string()), ("cosine", pa.float64()), ("margin", pa.float64()),
+             ("keep", pa.bool_()), ("rule", pa.string())]))
     writer.close()
     return written
 

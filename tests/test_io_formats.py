@@ -963,6 +963,16 @@ def test_a_bitext_of_blank_lines_a_null_translation_and_a_dataset_of_no_rows_are
           "-o", tmp_path / "s.jsonl"))
     scored = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [(r["translation"], r["rule"]) for r in scored][1] == (None, "empty") and len(scored) == 3
+    # none kept: the file has the columns a kept row would have (a helper: src and tgt, not translation)
+    import pyarrow.parquet as pq
+
+    ok(xm("score", tmp_path / "p.jsonl", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-q",
+          "--kept-only", "--threshold", "50", "-o", tmp_path / "none.parquet"))
+    ok(xm("score", tmp_path / "p.jsonl", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-q",
+          "-o", tmp_path / "all.parquet"))
+    assert pq.read_table(tmp_path / "none.parquet").num_rows == 0
+    assert pq.read_schema(tmp_path / "none.parquet").names == pq.read_schema(tmp_path / "all.parquet").names
+    assert "translation" in pq.read_schema(tmp_path / "none.parquet").names
     datasets.Dataset.from_dict({"text": []}, features=datasets.Features({"text": datasets.Value("string")})) \
         .save_to_disk(str(tmp_path / "hf0"))
     with untouched(tmp_path):

@@ -244,6 +244,7 @@ def test_a_langid_result_records_what_made_it(data_dir, tmp_path, caplog):
     res = ok(CliRunner().invoke(main, ["langid", "--lid", "fasttext", "-q", "-o", str(tmp_path / "l.tsv"),
                                        f"deu={tmp_path / 'x.deu'}"]))
     assert "cut" not in caplog.text + res.output and "1 empty line(s) skipped" in caplog.text
+    assert res.output.strip().splitlines()[-1] == f"identified 6 line(s) of 1 file(s) -> {tmp_path / 'l.tsv'}"
     record = json.loads((tmp_path / "l.tsv.json").read_text(encoding="utf-8"))
     assert record["inputs"] == [{"given": f"deu={tmp_path / 'x.deu'}", **file_fingerprint(tmp_path / "x.deu"),
                                  "empty_lines_skipped": 1}]

@@ -250,3 +250,17 @@ def test_a_line_longer_than_any_sentence_or_record_is_one_error_before_it_is_rea
     assert next(lines) == (1, "fine")
     with pytest.raises(InputError, match=r"bomb.txt.gz:2: longer than 64 MiB: no sentence nor record"):
         next(lines)
+
+
+def test_a_parquet_file_read_as_text_is_named_as_one(tmp_path):
+    """(a helper: a Parquet file named without .parquet was "binary data or a UTF-16 file")"""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": ["Hallo Welt"]}), tmp_path / "noext")
+    with pytest.raises(InputError, match=r"noext:1: NUL byte at byte \d+ of the line: a Parquet file \(name it "
+                                         r"\.parquet, or give its format\)"):
+        read_corpus(tmp_path / "noext")
+    (tmp_path / "utf16.txt").write_bytes("Hallo\n".encode("utf-16-le"))
+    with pytest.raises(InputError, match="binary data or a UTF-16 file"):
+        read_corpus(tmp_path / "utf16.txt")

@@ -211,8 +211,10 @@ def decode_line(raw: bytes, path: Path, line_no: int) -> str:
     they are not (a NUL byte: binary data or UTF-16). Every reader of a text file says it alike."""
     if b"\x00" in raw:
         col = raw.index(b"\x00")
-        raise InputError(path, f"NUL byte at byte {col} of the line: binary data or a UTF-16 file, expected UTF-8 text",
-                         line=line_no)
+        # a Parquet file named without .parquet says so by its first bytes (was: "binary data" alone)
+        what = "a Parquet file (name it .parquet, or give its format)" if line_no == 1 and raw.startswith(b"PAR1") else \
+            "binary data or a UTF-16 file"
+        raise InputError(path, f"NUL byte at byte {col} of the line: {what}, expected UTF-8 text", line=line_no)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -7,8 +7,9 @@ holding its lock (so no live writer of it exists), removes it, and says so, with
 
 Only what is xmine's goes. A temporary is made private to its user by `tempfile` (0600, 0700): a
 user's own file or folder of such a name is not, and stays. A folder goes only when every file in it
-is one xmine writes there (`xmine_file`, asking the writers that registered their files); one holding anything else (a user's notes put into it) is
-left where it is, and said (was: removed with all it held).
+is one xmine writes there (`xmine_file`, which asks the writers that registered their files); one
+holding anything else (a user's notes put into it) is left where it is, and said (was: removed with
+all it held).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import os
 import re
 import stat
 from pathlib import Path
-
 from typing import Callable
 
 from xmine.artefacts.checkpoints import KEY_FILE, declared_files
@@ -60,7 +60,8 @@ def xmine_file(path: Path) -> bool:
     writer registered says is its own. A link never is."""
     if path.is_symlink():
         return False
-    if _private(path) or path.name in (MANIFEST, MARKER, KEY_FILE, ".lock") or fnmatch.fnmatchcase(path.name, ".*.lock"):
+    if _private(path) or path.name in (MANIFEST, MARKER, KEY_FILE, ".lock") or fnmatch.fnmatchcase(path.name,
+                                                                                                  ".*.lock"):
         return True
     if any(fnmatch.fnmatchcase(path.name, p) for p in declared_files(path.parent)):
         return True

@@ -10,8 +10,7 @@ xmine's own files are known by where they are: the folder's marker; the files an
 writer makes (`xmine.store.directory.store_file`) in a folder marked as a store; the files a
 checkpoint folder's key file declares (`xmine.artefacts.checkpoints.declared_files`); score's
 staged sides; a side's rows files (`xmine.inputs.ROWS_FILES`); the kept-field values of a run
-killed while it wrote them. A symbolic link is never
-xmine's (it writes none there).
+killed while it wrote them. A symbolic link is never xmine's (it writes none there).
 """
 
 from __future__ import annotations
@@ -27,19 +26,21 @@ from xmine.artefacts.checkpoints import declared_files
 from xmine.artefacts.fileio import MARKER, read_json
 from xmine.inputs import ROWS_FILES
 from xmine.store.directory import store_file
+from xmine.store.layout import STORE_KIND
 
 log = logging.getLogger(__name__)
 
 #: folders of the work folder itself, and the files xmine writes in each (name patterns)
 _OWN_BY_FOLDER = {"sides": ("src.txt", "tgt.txt"),  # score's bitext sides, staged as text
                   "fields-*": ("kept-fields-*.jsonl",),  # --keep-field values, while the output is written
-                  "*": ROWS_FILES}  # a side's: a projected store's rows, an index's vectors
+                  # a side's: a projected store's rows, an index's vectors, its store's lock (a killed run's)
+                  "*": (*ROWS_FILES, ".store.lock")}
 
 
 def _own_names(folder: Path, work: Path) -> Callable[[str], bool]:
     """Whether a file of `folder` (in the work folder `work`) is xmine's, by its name."""
     marker = read_json(folder / MARKER) if (folder / MARKER).is_file() else None
-    if isinstance(marker, dict) and marker.get("kind") == "embedding-store":
+    if isinstance(marker, dict) and marker.get("kind") == STORE_KIND:
         return store_file
     patterns = declared_files(folder)
     if folder.parent == work:

@@ -55,7 +55,7 @@ FLAGS = {
 _CHOICES = ("none", "ratio", "distance", "absolute", "balanced", "precision", "max", "intersect", "fwd", "bwd",
             "auto", "fp32", "bf16", "fp16", "int8", "torch", "openvino", "cpu", "cuda", "default",
             "flat", "ivf", "hnsw", "ivfpq", "ivfpqfs", "opq")
-_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-k)(?![\w-])(?:[ =](?P<value>"
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-k)(?![\w-])(?:=(?P<given>[^\s,;)]+)|[ ](?P<value>"
                      r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:e-?\d+)?(?![\w.])|'[^'\s]*'"  # a number (1,000), a quoted value
                      rf"|(?:{'|'.join(_CHOICES)})(?![\w:-])|cuda:\d+(?![\w-])"  # a choice, a device
                      r"|\.{0,2}/[^\s,;)]*"  # a path
@@ -70,7 +70,7 @@ def python_terms(message: str) -> str:
     module does not know is left as it is (`xmine verify`, `--help`)."""
 
     def keyword(m: re.Match) -> str:
-        option, value = m.group(1), m.group("value")
+        option, value = m.group(1), m.group("value") or m.group("given")  # (given: --option=value, any value)
         if option in FLAGS:
             return FLAGS[option] + (f" {value}" if value else "")
         name = KEYWORDS.get(option)
@@ -78,7 +78,8 @@ def python_terms(message: str) -> str:
             return m.group(0)
         if value is None:
             return name if name.endswith(")") else f"{name}="
-        shown = ("None" if value == "none" else value.replace(",", "") if value[0] in "0123456789-" else
+        number = re.fullmatch(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:e-?\d+)?", value)
+        shown = ("None" if value == "none" else value.replace(",", "") if number else
                  value if value[0] == "'" else repr(value))
         return name[:-1] + f"{shown})" if name.endswith(")") else f"{name}={shown}"
 

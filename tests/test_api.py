@@ -468,6 +468,7 @@ def test_api_errors_name_the_keywords_a_python_caller_passes(caplog):
     for said, meant in (("--device cuda:7", "device='cuda:7'"), ("than --tgt-lang en", "than tgt_lang='en'"),
                         ("--src-lang and --tgt-lang not given", "src_lang= and tgt_lang= not given"),
                         ("--projection /x/y", "projection='/x/y'"), ("--threshold=0.5", "threshold=0.5"),
+                        ("--encoder=use-m3", "encoder='use-m3'"),
                         ("within --min-length 1,000 (characters)", "within FilterConfig(min_length=1000) (characters)"),
                         ("at -k 8 (xmine calibrate -k 8, then --calibration)",
                          "at k=8 (xmine calibrate -k 8, then calibration=)"),

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from xmine.artefacts.checkpoints import declared_files
-from xmine.artefacts.fileio import MARKER, read_json
+from xmine.artefacts.fileio import MARKER
+from xmine.artefacts.output_state import dir_kind
 from xmine.inputs import ROWS_FILES
 from xmine.store.directory import store_file
 from xmine.store.layout import STORE_KIND
@@ -39,8 +40,7 @@ _OWN_BY_FOLDER = {"sides": ("src.txt", "tgt.txt"),  # score's bitext sides, stag
 
 def _own_names(folder: Path, work: Path) -> Callable[[str], bool]:
     """Whether a file of `folder` (in the work folder `work`) is xmine's, by its name."""
-    marker = read_json(folder / MARKER) if (folder / MARKER).is_file() else None
-    if isinstance(marker, dict) and marker.get("kind") == STORE_KIND:
+    if dir_kind(folder)[0] == STORE_KIND:
         return store_file
     patterns = declared_files(folder)
     if folder.parent == work:

@@ -34,6 +34,7 @@ from xmine.io.corpus import CorpusStats
 from xmine.io.dedup import first_occurrences, normalise_whitespace
 from xmine.encoders import check_same_encoder
 from xmine.errors import ConfigError, EncoderMismatchError, InputError
+from xmine.artefacts.checkpoints import with_temporaries
 from xmine.artefacts.fileio import atomic_path, atomic_write_json, read_json
 from xmine.artefacts.input_artefacts import artefact_kind, artefact_lang, manifest_hash
 from xmine.encoders.input_encoders import Encoders, check_lang, check_same_projection
@@ -190,8 +191,8 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
 #: the rows files a side's work folder holds: a projected store's, an index's reconstructed vectors
 #: (each with its .json marker; what removes a finished run's work folder knows them by these names)
 PROJECTED_ROWS, INDEX_ROWS = "projected-rows.npy", "index-rows.npy"
-ROWS_FILES = tuple(name for rows in (PROJECTED_ROWS, INDEX_ROWS) for name in (
-    rows, rows.replace(".npy", ".json"), f".{rows[:-4]}.*.tmp.npy", f".{rows[:-4]}.*.tmp.json"))
+ROWS_FILES = tuple(with_temporaries([name for rows in (PROJECTED_ROWS, INDEX_ROWS)
+                                     for name in (rows, str(Path(rows).with_suffix(".json")))]))
 
 # Rows projected at once: the projection's float32 input and output (2 x 64k x dim x 4 bytes).
 PROJECT_BLOCK = 65_536

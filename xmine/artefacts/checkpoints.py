@@ -45,7 +45,7 @@ class KeyedDir:
         if not self.dir.is_dir():
             return []
         found: dict[Path, None] = {}
-        for glob in _with_temporaries(self.owned):
+        for glob in with_temporaries(self.owned):
             found.update((f, None) for f in self.dir.glob(glob) if f.is_file())
         return sorted(found)
 
@@ -55,8 +55,8 @@ class KeyedDir:
             f.unlink(missing_ok=True)
 
 
-def _with_temporaries(owned: Sequence[str]) -> list[str]:
-    """The patterns and those of their temporaries (`atomic_path`'s ".STEM.<random>.tmpSUFFIX")."""
+def with_temporaries(owned: Sequence[str]) -> list[str]:
+    """The name patterns and those of their temporaries (`atomic_path`'s ".STEM.<random>.tmpSUFFIX")."""
     return [glob for pattern in owned for glob in (pattern, f".{Path(pattern).stem}.*.tmp{Path(pattern).suffix}")]
 
 
@@ -67,4 +67,4 @@ def declared_files(folder: Path) -> tuple[str, ...]:
     recorded = read_json(folder / KEY_FILE) if (folder / KEY_FILE).is_file() else None
     if not isinstance(recorded, dict) or not isinstance(recorded.get("owned"), list):
         return ()
-    return (KEY_FILE, *_with_temporaries([str(p) for p in recorded["owned"]]))
+    return (KEY_FILE, *with_temporaries([str(p) for p in recorded["owned"]]))

@@ -17,8 +17,7 @@ from filelock import FileLock, Timeout
 
 from xmine.errors import ArtefactError, OutputError
 from xmine.artefacts.directory import provenance
-from xmine.artefacts.fileio import (MANIFEST, MARKER, atomic_path, atomic_write_json, atomic_write_manifest, read_json,
-                                    sha256_file)
+from xmine.artefacts.fileio import MANIFEST, MARKER, atomic_path, atomic_write_json, atomic_write_manifest, sha256_file
 from xmine.artefacts.leftovers import register_own_files
 from xmine.artefacts.output_state import dir_kind
 from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, ShardRecord, StoreManifest, read_field
@@ -66,8 +65,7 @@ def store_file(name: str) -> bool:
 
 def _in_a_store(path: Path) -> bool:
     """A store writer's file in a store folder (one a killed build left: `xmine.artefacts.leftovers`)."""
-    marker = read_json(path.parent / MARKER) if (path.parent / MARKER).is_file() else None
-    return isinstance(marker, dict) and marker.get("kind") == STORE_KIND and store_file(path.name)
+    return store_file(path.name) and dir_kind(path.parent)[0] == STORE_KIND
 
 
 register_own_files(_in_a_store)

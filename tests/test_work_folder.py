@@ -69,3 +69,13 @@ def test_a_directory_artefacts_foreign_files_are_found_at_any_depth(tmp_path):
     assert foreign_entries(art) == ["1_Pooling/mydir/a.txt", "3_Dense/notes.txt", "top.txt"]
     # the new artefact's own names (checked again at the swap) count as its own
     assert foreign_entries(art, {"top.txt", "3_Dense/notes.txt"}) == ["1_Pooling/mydir/a.txt"]
+
+
+def test_a_users_json_named_as_an_artefacts_record_is_kept_not_a_traceback(tmp_path):
+    """(review: the clean-up asked dir_kind of every folder, which took a JSON list for an object)"""
+    work = tmp_path / "w"
+    _touch(work / ".xmine-output.json", "{}")
+    _touch(work / "mine" / "manifest.json", "[1, 2]")
+    _touch(work / "mine" / ".xmine-output.json", '"a string"')
+    assert sorted(p.relative_to(work).as_posix() for p in remove_work(work)) == [
+        "mine/.xmine-output.json", "mine/manifest.json"]

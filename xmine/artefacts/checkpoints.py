@@ -27,8 +27,7 @@ class KeyedDir:
         self.dir = Path(directory)
         self.key = key
         self.owned = tuple(owned)
-        recorded = read_json(self.dir / KEY_FILE)
-        recorded = recorded if isinstance(recorded, dict) else {}  # (damaged: another key)
+        recorded = read_json(self.dir / KEY_FILE) or {}  # (unreadable, or not an object: another key)
         if recorded.get("key") != key:  # other inputs or parameters: earlier partial results do not apply
             self.clear()
         if recorded != {"key": key, "owned": list(self.owned)}:  # (also a key file of before it named them)
@@ -64,7 +63,7 @@ def declared_files(folder: Path) -> tuple[str, ...]:
     """The name patterns of a checkpoint folder's own files, as its key file records them: the key
     file, the step's patterns and their temporaries. () for a folder without a key file, or with
     one that records no patterns (written before they were): it owns nothing, whatever is in it stays."""
-    recorded = read_json(folder / KEY_FILE) if (folder / KEY_FILE).is_file() else None
-    if not isinstance(recorded, dict) or not isinstance(recorded.get("owned"), list):
+    recorded = read_json(folder / KEY_FILE) or {}
+    if not isinstance(recorded.get("owned"), list):
         return ()
     return (KEY_FILE, *with_temporaries([str(p) for p in recorded["owned"]]))

@@ -78,10 +78,10 @@ def sidecar_of(path: str | Path) -> Path:
 def dir_kind(path: Path) -> tuple[str | None, bool]:
     """(kind, finished) of an xmine directory artefact: from its manifest, else its marker."""
     m = read_json(path / MANIFEST)
-    if isinstance(m, dict) and isinstance(m.get("kind"), str):  # (a user's JSON list of that name: no kind)
+    if m is not None and isinstance(m.get("kind"), str):
         return m["kind"], True
     marker = read_json(path / MARKER)
-    if isinstance(marker, dict) and isinstance(marker.get("kind"), str):
+    if marker is not None and isinstance(marker.get("kind"), str):
         return marker["kind"], False
     return None, False
 

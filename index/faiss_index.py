@@ -30,7 +30,7 @@ import numpy as np
 
 from xmine.errors import ArtefactError
 from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, atomic_path, check_names, read_manifest
-from xmine.artefacts.leftovers import register_own_files
+from xmine.artefacts.ownership import register_own_files, temporary_folder
 from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, Record
 from xmine.index.choose import IndexChoice
 from xmine.store.layout import LINE_NUMBERS, SENTENCE_INDEX, SENTENCES
@@ -94,7 +94,7 @@ def _index_file(path: Path) -> bool:
     return path.name in (SENTENCES, LINE_NUMBERS, SENTENCE_INDEX) or bool(re.fullmatch(r"shard_\d{5}\.faiss", path.name))
 
 
-register_own_files(_index_file)
+register_own_files(folder=temporary_folder, file=_index_file)
 
 
 def shard_name(s: int) -> str:

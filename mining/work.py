@@ -6,11 +6,12 @@ the folder goes, unless --keep-work; but only what xmine wrote there goes: a fil
 user's (notes, an analysis, put into a kept or interrupted run's folder) stays, and so does the
 folder holding it, with its marker, said in the log (was: the whole folder removed, theirs too).
 
-xmine's own files are known by where they are: the folder's marker; the files an embedding store
-writer makes (`xmine.store.directory.store_file`) in a folder marked as a store; the files a
-checkpoint folder's key file declares (`xmine.artefacts.checkpoints.declared_files`); score's
-staged sides; a side's rows files (`xmine.inputs.ROWS_FILES`); the kept-field values of a run
-killed while it wrote them. A symbolic link is never xmine's (it writes none there).
+xmine's own files are known by where they are (`xmine.artefacts.ownership`, the question every
+clean-up asks): the folder's marker; the files an embedding store writer makes in a folder marked as
+a store; the files a checkpoint folder's key file declares; a killed writer's hidden temporaries;
+and, registered here, what the run itself writes in the work folder's own folders: score's staged
+sides, a side's rows files (`xmine.inputs.ROWS_FILES`), the kept-field values of a run killed while
+it wrote them. A symbolic link is never xmine's (it writes none there).
 """
 
 from __future__ import annotations
@@ -20,14 +21,11 @@ import fnmatch
 import logging
 import os
 from pathlib import Path
-from typing import Callable
 
-from xmine.artefacts.checkpoints import declared_files
 from xmine.artefacts.fileio import MARKER
 from xmine.artefacts.output_state import dir_kind
+from xmine.artefacts.ownership import own_files, register_own_files
 from xmine.inputs import ROWS_FILES
-from xmine.store.directory import store_file
-from xmine.store.layout import STORE_KIND
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +36,18 @@ _OWN_BY_FOLDER = {"sides": ("src.txt", "tgt.txt"),  # score's bitext sides, stag
                   "*": (*ROWS_FILES, ".store.lock")}
 
 
-def _own_names(folder: Path, work: Path) -> Callable[[str], bool]:
-    """Whether a file of `folder` (in the work folder `work`) is xmine's, by its name."""
-    if dir_kind(folder)[0] == STORE_KIND:
-        return store_file
-    patterns = declared_files(folder)
-    if folder.parent == work:
-        patterns += tuple(p for name, own in _OWN_BY_FOLDER.items() if fnmatch.fnmatchcase(folder.name, name)
-                          for p in own)
-    return lambda name: any(fnmatch.fnmatchcase(name, p) for p in patterns)
+def _in_a_work_folder(folder: Path) -> bool:
+    """Whether `folder` is one of a work folder's own (that folder marked as an output's work, `*-work`)."""
+    return (dir_kind(folder.parent)[0] or "").endswith("-work")
+
+
+def _run_file(path: Path) -> bool:
+    """A file the run writes in one of the work folder's own folders (`_OWN_BY_FOLDER`)."""
+    return any(fnmatch.fnmatchcase(path.name, p) for name, own in _OWN_BY_FOLDER.items()
+               if fnmatch.fnmatchcase(path.parent.name, name) for p in own)
+
+
+register_own_files(folder=_in_a_work_folder, file=_run_file)
 
 
 def remove_work(work: Path, *, only: str | None = None) -> list[Path]:
@@ -65,10 +66,10 @@ def remove_work(work: Path, *, only: str | None = None) -> list[Path]:
         # deepest first, so that a folder is looked at after its contents went
         for dirpath, dirnames, filenames in os.walk(top, topdown=False):
             d = Path(dirpath)
-            own_name = _own_names(d, work)  # (read before any file goes: a checkpoint's key file declares the rest)
+            own = own_files(d)  # (read before any file goes: a checkpoint's key file declares the rest)
             for name in filenames + [n for n in dirnames if (d / n).is_symlink()]:
                 p = d / name
-                if own_name(name) and not p.is_symlink():  # (xmine writes no link there)
+                if own(p):  # (never a link: xmine writes none there)
                     p.unlink(missing_ok=True)
                 else:
                     kept.append(p)

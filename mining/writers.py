@@ -40,7 +40,7 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 
 from xmine import __version__
-from xmine.artefacts.leftovers import register_own_files
+from xmine.artefacts.ownership import register_own_files, temporary_folder
 from xmine.artefacts.output_state import check_named_format, names_another_format
 from xmine.errors import ConfigError
 from xmine.io.reader_base import one_line
@@ -353,7 +353,7 @@ def _dataset_file(path: Path) -> bool:
     return path.name in ("dataset_info.json", "state.json", "README.md") or fnmatch.fnmatchcase(path.name, "data-*.arrow")
 
 
-register_own_files(_dataset_file)
+register_own_files(folder=temporary_folder, file=_dataset_file)
 
 
 def parquet_to_dataset(parquet: Path, out_dir, *, features, rows: int, build_dir) -> None:

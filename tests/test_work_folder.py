@@ -2,9 +2,11 @@
 
 import json
 import os
+from pathlib import Path
 
 from xmine.artefacts.checkpoints import KeyedDir
 from xmine.mining.work import remove_work
+from xmine.store.directory import store_file  # (its import registers a store's files, as a run that writes stores does)
 
 
 def _touch(path, text="x"):
@@ -19,6 +21,7 @@ def test_only_the_files_xmine_wrote_go_and_a_folder_left_empty_with_them(tmp_pat
     store = work / "src" / "store"
     _touch(store / ".xmine-output.json", json.dumps({"kind": "embedding-store"}))
     for name in ("emb-00000.npy", "manifest.json", "sentences.txt", ".lock"):
+        assert store_file(name)
         _touch(store / name)
     knn = KeyedDir(work / "knn", "k", owned=("tile_*.npz",)).dir
     for i in range(3):
@@ -44,7 +47,7 @@ def test_only_the_files_xmine_wrote_go_and_a_folder_left_empty_with_them(tmp_pat
 
 def test_only_limits_the_removal_to_the_entries_it_names(tmp_path):
     work = tmp_path / "w"
-    _touch(work / ".xmine-output.json", "{}")
+    _touch(work / ".xmine-output.json", json.dumps({"kind": "scored-pairs-work"}))
     _touch(work / "fields-1" / "kept-fields-a.jsonl")
     _touch(work / "sides" / "src.txt")
     assert remove_work(work, only="fields-*") == []
@@ -74,8 +77,51 @@ def test_a_directory_artefacts_foreign_files_are_found_at_any_depth(tmp_path):
 def test_a_users_json_named_as_an_artefacts_record_is_kept_not_a_traceback(tmp_path):
     """(review: the clean-up asked dir_kind of every folder, which took a JSON list for an object)"""
     work = tmp_path / "w"
-    _touch(work / ".xmine-output.json", "{}")
+    _touch(work / ".xmine-output.json", json.dumps({"kind": "scored-pairs-work"}))
     _touch(work / "mine" / "manifest.json", "[1, 2]")
     _touch(work / "mine" / ".xmine-output.json", '"a string"')
     assert sorted(p.relative_to(work).as_posix() for p in remove_work(work)) == [
         "mine/.xmine-output.json", "mine/manifest.json"]
+
+
+def test_both_clean_ups_ask_one_question_and_it_reads_where_a_file_lies(tmp_path):
+    """`xmine.artefacts.ownership`: a name a writer registered is xmine's only in a folder that writer
+    makes; inside a killed writer's private hidden temporary, private files and scaffolding are too
+    (was: two predicates, the work folder's and the leftovers', each with rules of its own)."""
+    import tempfile
+
+    import xmine.index.faiss_index  # noqa: F401 (registers build-index's files)
+    import xmine.mining.writers  # noqa: F401 (registers a dataset folder's files)
+    from xmine.artefacts.ownership import own_files, temporary_folder
+
+    work = tmp_path / "m.tsv.work"
+    _touch(work / ".xmine-output.json", json.dumps({"kind": "mining-result-work"}))
+    sides = work / "sides"
+    names = ("README.md", "shard_00000.faiss", "state.json", "manifest.json", ".lock", "src.txt")
+    for name in names:
+        _touch(sides / name)
+    own = own_files(sides)
+    assert [n for n in names if own(sides / n)] == ["src.txt"]  # theirs, though writers elsewhere use the names
+    # a killed writer's temporary in the work folder (tempfile's, private): its files are xmine's
+    tmp = Path(tempfile.mkdtemp(dir=work, prefix=".idx.", suffix=".tmp"))
+    nested = tmp / "part"
+    for name in names:
+        _touch(tmp / name)
+    _touch(nested / "partial.bin")
+    os.chmod(nested / "partial.bin", 0o600)
+    _touch(nested / "theirs.txt")
+    os.chmod(nested / "theirs.txt", 0o644)
+    assert temporary_folder(tmp) and temporary_folder(nested) and not temporary_folder(sides)
+    own = own_files(tmp)
+    assert [n for n in names if own(tmp / n)] == ["README.md", "shard_00000.faiss", "state.json", "manifest.json",
+                                                  ".lock"]
+    assert own_files(nested)(nested / "partial.bin") and not own_files(nested)(nested / "theirs.txt")
+    # a folder of that name that is not private (not tempfile's) is not a temporary
+    public = work / ".idx.abcdefgh.tmp"
+    public.mkdir(mode=0o755)
+    os.chmod(public, 0o755)
+    assert not temporary_folder(public)
+    # the work folder's clean-up asks the same question
+    kept = sorted(p.relative_to(work).as_posix() for p in remove_work(work))
+    assert kept == [f"{tmp.name}/part/theirs.txt", f"{tmp.name}/src.txt"] + [
+        f"sides/{n}" for n in sorted(set(names) - {"src.txt"})]  # (src.txt: written by another hand, not private)

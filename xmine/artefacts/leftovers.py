@@ -7,65 +7,29 @@ holding its lock (so no live writer of it exists), removes it, and says so, with
 
 Only what is xmine's goes. A temporary is made private to its user by `tempfile` (0600, 0700): a
 user's own file or folder of such a name is not, and stays. A folder goes only when every file in it
-is one xmine writes there (`xmine_file`, which asks the writers that registered their files); one
-holding anything else (a user's notes put into it) is left where it is, and said (was: removed with
-all it held).
+is xmine's (`xmine.artefacts.ownership`, the question every clean-up asks); one holding anything else
+(a user's notes put into it) is left where it is, and said (was: removed with all it held).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import logging
 import os
 import re
-import stat
 from pathlib import Path
-from typing import Callable
 
-from xmine.artefacts.checkpoints import KEY_FILE, declared_files
-from xmine.artefacts.fileio import MANIFEST, MARKER, remove_path
+from xmine.artefacts.fileio import remove_path
+from xmine.artefacts.ownership import RANDOM_PART, own_files, private
 
 log = logging.getLogger(__name__)
-
-#: `tempfile`'s random part of a name (8 characters of its alphabet)
-_RANDOM = "[a-z0-9_]{8}"
-#: each writer's word on a file of its own (`register_own_files`): the store's, an index's, a
-#: dataset folder's; registered where each writer is defined, so that this module knows none of them
-_OWN_FILES: list[Callable[[Path], bool]] = []
-
-
-def register_own_files(own: Callable[[Path], bool]) -> None:
-    """Add a writer's test of whether a file (in a killed run's temporary folder) is one it writes."""
-    if own not in _OWN_FILES:
-        _OWN_FILES.append(own)
 
 
 def _temporary_names(path: Path) -> re.Pattern:
     """The hidden temporaries a writer of `path` makes beside it (see the module doc)."""
-    return re.compile("|".join((re.escape(f".{path.name}.") + _RANDOM + re.escape(".tmp"),
-                                re.escape(f".{path.stem}.") + _RANDOM + re.escape(f".tmp{path.suffix}"),
-                                re.escape(f".{path.name}.work-") + _RANDOM)))
-
-
-def _private(entry: Path) -> bool:
-    """Whether `entry` is this user's and private to them, as `tempfile` makes every temporary."""
-    st = entry.lstat()
-    return st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077 == 0
-
-
-def xmine_file(path: Path) -> bool:
-    """Whether a file in a killed writer's temporary folder is one xmine writes there: private (a
-    temporary of its own), an artefact's scaffolding, a checkpoint's its key file declares, or one a
-    writer registered says is its own. A link never is."""
-    if path.is_symlink():
-        return False
-    if _private(path) or path.name in (MANIFEST, MARKER, KEY_FILE, ".lock") or fnmatch.fnmatchcase(path.name,
-                                                                                                  ".*.lock"):
-        return True
-    if any(fnmatch.fnmatchcase(path.name, p) for p in declared_files(path.parent)):
-        return True
-    return any(own(path) for own in _OWN_FILES)
+    return re.compile("|".join((re.escape(f".{path.name}.") + RANDOM_PART + re.escape(".tmp"),
+                                re.escape(f".{path.stem}.") + RANDOM_PART + re.escape(f".tmp{path.suffix}"),
+                                re.escape(f".{path.name}.work-") + RANDOM_PART)))
 
 
 def _foreign(folder: Path) -> list[str]:
@@ -73,9 +37,10 @@ def _foreign(folder: Path) -> list[str]:
     found = []
     for dirpath, dirnames, filenames in os.walk(folder):
         d = Path(dirpath)
+        own = own_files(d)
         found += [(d / n).relative_to(folder).as_posix() for n in filenames + [n for n in dirnames
                                                                              if (d / n).is_symlink()]
-                  if not xmine_file(d / n)]
+                  if not own(d / n)]
     return sorted(found)
 
 
@@ -87,7 +52,7 @@ def remove_leftover_temporaries(claimed: list[Path]) -> None:
         with contextlib.suppress(OSError):
             for entry in folder.iterdir():
                 owner = next((path for path, names in patterns if names.fullmatch(entry.name)), None)
-                if owner is None or entry.is_symlink() or not _private(entry):
+                if owner is None or entry.is_symlink() or not private(entry):
                     continue
                 if entry.is_dir() and (foreign := _foreign(entry)):
                     shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
@@ -102,4 +67,4 @@ def remove_leftover_temporaries(claimed: list[Path]) -> None:
                          f"({size / 2**20:,.1f} MB)")
 
 
-__all__ = ["register_own_files", "remove_leftover_temporaries", "xmine_file"]
+__all__ = ["remove_leftover_temporaries"]

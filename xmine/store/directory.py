@@ -18,8 +18,8 @@ from filelock import FileLock, Timeout
 from xmine.errors import ArtefactError, OutputError
 from xmine.artefacts.directory import provenance
 from xmine.artefacts.fileio import MANIFEST, MARKER, atomic_path, atomic_write_json, atomic_write_manifest, sha256_file
-from xmine.artefacts.leftovers import register_own_files
 from xmine.artefacts.output_state import dir_kind
+from xmine.artefacts.ownership import register_own_files
 from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, ShardRecord, StoreManifest, read_field
 from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, JOINED_FILES, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, OPTIONAL_FILES,
@@ -63,12 +63,8 @@ def store_file(name: str) -> bool:
     return name in _OWN_NAMES or bool(_SHARD_FILE.match(name) or _OWN_TEMPORARY.match(name))
 
 
-def _in_a_store(path: Path) -> bool:
-    """A store writer's file in a store folder (one a killed build left: `xmine.artefacts.leftovers`)."""
-    return store_file(path.name) and dir_kind(path.parent)[0] == STORE_KIND
-
-
-register_own_files(_in_a_store)
+# the store writer's files, in a folder marked as a store's (`xmine.artefacts.ownership`)
+register_own_files(folder=lambda folder: dir_kind(folder)[0] == STORE_KIND, file=lambda path: store_file(path.name))
 
 
 def refuse_foreign(out_dir: Path, *, built: Path | None = None) -> None:

@@ -235,6 +235,8 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
                          prefix=cfg.prompt, prompt_name=cfg.prompt_name)
     choice = choose_projection(projection, encoder_name=encoder, encoder_fp=model.fingerprint)
     proj = resolve_projection(choice.path) if choice.path is not None else None
+    if proj is not None:  # another encoder, prompt or prefix: refused before anything is encoded, as embed's and mine's
+        proj.check_encoder(model.fingerprint())
     encode = encode or functools.partial(model.encode, show_progress=show_progress)
     sides = [np.asarray(encode(texts), dtype=np.float32) for texts in (src, tgt)]
     language_check = _check_languages(proj, sides, (src, tgt), (src_lang, tgt_lang))

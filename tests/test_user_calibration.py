@@ -123,6 +123,23 @@ def test_calibrate_refuses_a_set_that_is_no_translations_or_too_small_for_k(data
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("case", ["another encoder", "another prompt"])
+def test_calibrate_refuses_a_projection_of_other_embeddings_before_encoding(data_dir, tmp_path, case):
+    """(a helper: calibrate measured a projection on embeddings of another encoder of its size, or of
+    another prompt, and wrote a record; embed and mine refuse both)"""
+    from xmine.encoders.projection import shipped_dir
+
+    for lang, code in (("de", "deu_Latn"), ("en", "eng_Latn")):
+        (tmp_path / f"g.{lang}").write_text("\n".join(flores_lines(data_dir, code, 600)) + "\n", encoding="utf-8")
+    given = {"another encoder": ["--encoder", "use-m3"], "another prompt": ["--prompt", ""]}[case]
+    before = tree(tmp_path)
+    refused(xm("calibrate", *given, "--projection", shipped_dir("me5-small"), "--src-lang", "de",
+               "--tgt-lang", "en", "--gold", tmp_path / "g.de", tmp_path / "g.en", "-o", tmp_path / "c.json"),
+            {"another encoder": "embeddings of 'use-m3'", "another prompt": "the prompt ''"}[case])
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.slow
 def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
     record = tmp_path / "cal.json"
     ok(xm("calibrate", "--encoder", "use-m3", "--projection", "none", "--src-lang", "de", "--tgt-lang", "en",

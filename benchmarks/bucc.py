@@ -23,6 +23,7 @@ import numpy as np
 
 from xmine.artefacts.fileio import read_json
 from xmine.benchmarks.common import RESULT_KIND, Variant, default_out, safe_name, write_result
+from xmine.benchmarks.runner import ENCODER_HELP, encoder_of
 from xmine.calibration import DEFAULT_MARGIN
 from xmine.io.dedup import dedup
 from xmine.store.layout import DEFAULT_DTYPE
@@ -307,7 +308,7 @@ BUCC_KIND = "bucc-result"
 @click.option("--pair", default="de-en", show_default=True,
               help="Language pair of the folder's files, as BUCC names them: de-en, fr-en, ru-en, zh-en (or the pair "
                    "of sets written in its format, e.g. by `xmine bench mining --sets-dir`).")
-@click.option("--encoder", type=NAME, default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
+@click.option("--encoder", type=NAME, default="me5-small", show_default=True, help=ENCODER_HELP)
 @projection_option("to mine in (its meaning part)",
                    default="Default: raw embeddings, as BUCC results are usually reported.")
 @k_option(help="Margin neighbourhood size.")
@@ -324,6 +325,7 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
             prompt_name, device, quiet):
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
     started = time.time()
+    encoder = encoder_of(encoder, [projection] if projection else [], param="encoder")
     named = "" if projection in (None, "none") else "-default" if projection == "default" else f"-{Path(projection).name}"
     # a setting given makes another result, as the other benchmarks name theirs (`runner.variant_tag`)
     named += "".join(f"-{v}" for v in (precision, runtime) if v not in (None, "auto"))

@@ -16,8 +16,8 @@ import click
 
 from xmine.benchmarks import (bucc, common, fmda_tables, geometry, massive, massive_templates as mt,
                                mining_command, plot, qe, report, sts, tatoeba)
-from xmine.benchmarks.runner import (DATA_HELP, ENCODER_HELP, evaluate_variants, finish, setup, task_options,
-                                     variant_tag)
+from xmine.benchmarks.runner import (DATA_HELP, ENCODER_HELP, encoder_of, evaluate_variants, finish, setup,
+                                     task_options, variant_tag)
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
 from xmine.options import NAME, SEED, ExistingPath, GivenPath, comma_list, projection_option, quiet_option
@@ -260,6 +260,7 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
     monolingual template retrieval (generated slot-replacement pairs), raw vs DREAM vs FMDA's
     meaning, template and residual parts, each pair with the models trained on it."""
     folder = massive.locate(data_dir)
+    encoder_name = encoder_of(encoder_name, [d.partition("=")[2] for d in (*fmda_dirs, *dream_dirs)])
     fmda, dream = (_locale_dirs(d, what, massive.available_locales(folder)) for d, what in ((fmda_dirs, "--fmda"),
                                                                                             (dream_dirs, "--dream")))
     encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime, prefix=prompt,
@@ -302,6 +303,7 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     language part separates them again.
     """
     src_lang, tgt_lang = plot.plotted_languages(data_dir, src_lang, tgt_lang, out)
+    encoder_name = encoder_of(encoder_name, projections)
     out_path = Path(out) if out else common.results_dir() / f"pca-{common.safe_name(encoder_name)}-{src_lang}-{tgt_lang}.png"
     with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,
                       inputs=[data_root(data_dir), *projections]):

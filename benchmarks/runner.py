@@ -24,14 +24,15 @@ from xmine.encoders import load_encoder
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.projection import DEFAULT, NONE, open_projection
 from xmine.encoders.options import precision_option
-from xmine.options import NAME, GivenPath, projection_option, quiet_option
-from xmine.artefacts.input_artefacts import encoding_prompt
+from xmine.options import NAME, GivenPath, given_on_command_line, projection_option, quiet_option
+from xmine.artefacts.input_artefacts import encoding_prompt, projection_encoder
 from xmine.artefacts.outputs import claim_output
 from xmine.paths import data_root
 
 log = logging.getLogger(__name__)
 
-ENCODER_HELP = "Encoder: me5-small (default), use-m3, or any sentence-transformers name/path."
+ENCODER_HELP = ("Encoder: me5-small, use-m3, or any sentence-transformers name/path; with --projection DIR, the "
+                "encoder that projection was made for unless given.")
 DATA_HELP = (
     "The data root (holding tatoeba/, mlqe/, sts2017/, parallel/, massive/) or the data set's own "
     "folder. Default: $XMINE_DATA, else ../shared/data beside the checkout."
@@ -86,6 +87,15 @@ def variant_tag(*, exclude: tuple[str, ...] = ()) -> str:
     return f"-{tag}" if tag else ""
 
 
+def encoder_of(encoder_name: str, projections, *, param: str = "encoder_name") -> str:
+    """The encoder to load: --encoder (the command's parameter `param`) where given on the command
+    line, else the one the first projection directory was made for (as `xmine embed --projection
+    DIR` takes it), else the default."""
+    if given_on_command_line(param):
+        return encoder_name
+    return next((made for p in projections if (made := projection_encoder(p)) is not None), encoder_name)
+
+
 def _claimed_out(fn: Callable) -> Callable:
     """Claim the result JSON (--out, or the default path) before the benchmark runs, so a refused
     output costs nothing: never an input, never a foreign file, replaced only with --overwrite."""
@@ -94,6 +104,7 @@ def _claimed_out(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def run(*args, **kw):
         task = name + ("_noisy" if kw.get("noisy") else "")  # `bench mining --noisy` has its own result
+        kw["encoder_name"] = encoder_of(kw["encoder_name"], kw["projections"])
         # a subset or another setting of a task is not its default result: it gets a name of its own
         out = Path(kw["out"]) if kw["out"] else common.default_out(task, kw["encoder_name"] + variant_tag(),
                                                                    quick=kw["quick"])

@@ -291,9 +291,10 @@ def center_projection(tmp_path_factory, data_dir):
 def test_cli_bench_with_projection_meaning_and_language_rows(tmp_path, data_dir, center_projection):
     out = tmp_path / "tat.json"
     res = CliRunner().invoke(_cli(), [
-        "bench", "tatoeba", "--encoder", "use-m3", "--projection", str(center_projection),
+        "bench", "tatoeba", "--projection", str(center_projection),  # (its encoder taken, as embed takes it)
         "--langs", "deu,fra", "--max-pairs", "100", "--out", str(out)])
     assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["encoder"]["name"] == "use-m3"
     assert "Tatoeba retrieval accuracy@1 (%)\n" in res.output  # what the table's numbers are (was: not said)
     r = json.loads(out.read_text())
     assert [row[0] for row in r["table"]["rows"]] == ["raw", "center-usem3:meaning", "center-usem3:language"]
@@ -306,8 +307,8 @@ def test_cli_bench_with_projection_meaning_and_language_rows(tmp_path, data_dir,
 
 def test_cli_plot_and_encoder_mismatch(tmp_path, data_dir, center_projection):
     png = tmp_path / "pca.png"
-    res = CliRunner().invoke(_cli(), ["plot", "--encoder", "use-m3", "--projection", str(center_projection),
-                                      "--rows", "40", "--out", str(png)])
+    # no --encoder: the projection's (was: me5-small encoded, then refused as not the projection's encoder)
+    res = CliRunner().invoke(_cli(), ["plot", "--projection", str(center_projection), "--rows", "40", "--out", str(png)])
     assert res.exit_code == 0, res.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     assert res.output.count("language separation") == 3

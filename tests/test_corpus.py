@@ -217,6 +217,21 @@ def test_parallel_sides_are_stripped_as_a_corpus_sentence_is(tmp_path):
     assert [s for _, s in iter_corpus(src)] == ["a", "b"]
 
 
+def test_parallel_side_with_a_tab_in_every_line_is_refused_as_both_columns_in_one_file(tmp_path):
+    """(a helper: `train` warned "give --input-format tsv --text-column N", options it has not, and
+    trained on both languages as one side's sentences)"""
+    tsv = write(tmp_path, "x.de", "Hallo Welt\tHello world\n\nGuten Tag\tGood day\n".encode())
+    en = write(tmp_path, "x.en", b"Hello world\nB\nGood day\n")
+    with pytest.raises(InputError, match=r"x\.de: every line holds a tab.*cut -f1"):
+        read_parallel(tsv, en)
+    # a tab in some lines, or at the end of every line, is text: read with the tab a space
+    some = write(tmp_path, "y.de", "Hallo\tWelt\nGuten Tag\n".encode())
+    trailing = write(tmp_path, "z.de", "Hallo Welt\t\nGuten Tag\t\n".encode())
+    en2 = write(tmp_path, "y.en", b"Hello world\nGood day\n")
+    assert read_parallel(some, en2) == (["Hallo Welt", "Guten Tag"], ["Hello world", "Good day"])
+    assert read_parallel(trailing, en2) == (["Hallo Welt", "Guten Tag"], ["Hello world", "Good day"])
+
+
 def test_parallel_bad_utf8_names_the_right_file(tmp_path):
     src = write(tmp_path, "x.de", b"a\nb\n")
     tgt = write(tmp_path, "x.en", b"A\n\xc3\n")

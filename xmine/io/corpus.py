@@ -248,7 +248,7 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None,
                 if text.startswith(_BOM):  # every line's: a file joined from several (`cat a b`) holds
                     text = text[1:]         # theirs (was: the first only; the others stored and mined)
                 if breakers.search(text):
-                    st.tab_lines += "\t" in text
+                    st.tab_lines += "\t" in text.strip()  # (between words, as columns are: not a trailing one)
                     text = breakers.sub(" ", text)
                     st.replaced_count += 1
                 st.lines = line_no
@@ -311,16 +311,24 @@ def iter_parallel(
             f"parallel files differ in length: {src_path} has {n_src} line(s), {tgt_path} has {n_tgt}",
         )
     s_stats, t_stats = CorpusStats(path=src_path), CorpusStats(path=tgt_path)
-    skipped = 0
+    skipped, tabbed, tabs_before = 0, [0, 0], [0, 0]
     for (line_no, s), (_, t) in zip(iter_lines(src_path, stats=s_stats), iter_lines(tgt_path, stats=t_stats)):
+        tabs = [st.tab_lines for st in (s_stats, t_stats)]  # (what this line added: it held a tab)
+        line_tabs, tabs_before = [a - b for a, b in zip(tabs, tabs_before)], tabs
         if is_blank(s) or is_blank(t):
             skipped += 1
             continue
+        tabbed = [n + d for n, d in zip(tabbed, line_tabs)]
         s_stats.note_line(line_no, s, max_chars)
         t_stats.note_line(line_no, t, max_chars)  # (counts the pairs as its sentences)
         yield line_no, s.strip(), t.strip()
     if s_stats.sentences == 0:
         raise InputError(src_path, f"no sentence pair with both sides non-empty in {src_path} and {tgt_path}")
+    for st, n in zip((s_stats, t_stats), tabbed):  # (was: a warning naming --input-format, an option no
+        if n == st.sentences:  # parallel reader has, and both columns trained on as one side's sentences)
+            raise InputError(st.path, "every line holds a tab, as a tab-separated file's do (both languages in one "
+                                      "file?): a side of parallel files is one sentence a line; give each column as a "
+                                      "file of its own (cut -f1 FILE > src.txt; cut -f2 FILE > tgt.txt)")
     if not warn:
         return
     if skipped:

@@ -97,7 +97,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     SOURCE is a corpus in any input format (a text file with one sentence a line, JSON Lines, CSV,
     Parquet, a dataset folder; see --input-format; '-' reads standard input, an fsspec URL one
     file, each copied first), encoded with --encoder into a temporary store, or an embedding store
-    directory written by `xmine embed` (its stored vectors are used). The index directory records
+    directory written by `xmine embed` (its stored vectors are used), or another index (its vectors,
+    to index them another way; not one of PQ codes, which decode only approximately). The index directory records
     the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
@@ -115,6 +116,13 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     # the settings checked before anything is claimed or embedded (was: after the corpus was embedded)
     config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                          gpu=not cpu, memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
+    # (was: built from the decoded vectors, an index its own reader then called damaged)
+    if (pq := _pq_index(source, input_format)) is not None:
+        made = (pq.manifest.source or {}).get("path")
+        raise InputError(source, f"an index of PQ codes ({pq.manifest.choice.factory}), which decode only "
+                                 "approximately, so an index built from them would hold other vectors than the "
+                                 "sentences'; build from the embedding store or corpus it was made from"
+                                 + (f" ({made})" if made else ""))
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
         encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt,
@@ -207,6 +215,15 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
         click.echo(f"searched {summary['queries_searched']:,} queries against {index_dir} ({each}) -> {out}", err=True)
 
 
+def _pq_index(path, input_format=None) -> IndexDir | None:
+    """The index at `path` where its stored vectors are PQ codes, which decode only approximately
+    (not unit length, not the sentences' vectors); None for anything else."""
+    if artefact_kind(path, input_format) != "index":
+        return None
+    ix = IndexDir.open(path)
+    return ix if "PQ" in ix.manifest.choice.factory else None
+
+
 def _search_format(out: Path | None, fmt: str | None) -> str:
     """The format named, else by OUT's name (.jsonl: jsonl), else tsv; a compressed name (.gz, .xz,
     .bz2, .zst) is refused: search writes plain text (was: TSV written under a .jsonl or .gz name)."""
@@ -240,6 +257,11 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
     if artefact_kind(queries, input_format) == "text":  # before any is encoded
         check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
         check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=f"index {index_dir}")
+    # (was: scored without a word, a sentence's hit on itself at 0.88-0.90)
+    if (pq := _pq_index(queries, input_format)) is not None:
+        log.warning(f"queries {queries}: an index of PQ codes ({pq.manifest.choice.factory}), so every "
+                    "score is computed on decoded vectors, lower than the sentences' own; give the embedding store or "
+                    "corpus it was made from for exact scores")
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=show_progress,  # in a temporary store
                   input_format=input_format)
     # Queries given as a store or an index were embedded elsewhere, with no encoder to load here (was:

@@ -540,3 +540,27 @@ def test_build_index_refuses_a_seed_or_memory_budget_its_index_type_has_no_use_f
                            "--memory-budget-gb and --seed: --index-type hnsw with --shard-rows has no use for them")):
         refused(xm("build-index", corpus, "-o", tmp_path / "idx", *options), said)
         assert not (tmp_path / "idx").exists()
+
+
+def test_an_index_of_pq_codes_is_no_source_for_build_index_and_as_queries_it_is_said(tmp_path, caplog):
+    """(a helper: build-index from an ivfpq index indexed its decoded vectors, not unit length, and
+    exited 0 with an index that search and verify then called damaged; search took it as queries
+    without a word, a sentence's hit on itself scoring 0.88-0.90)"""
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((300, 32)).astype(np.float32)
+    np.save(tmp_path / "v.npy", vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    (tmp_path / "s.txt").write_text("".join(f"sentence {i}\n" for i in range(300)), encoding="utf-8")
+    ok(xm("embed", tmp_path / "s.txt", "--lang", "en", "-o", tmp_path / "store", "--embeddings", tmp_path / "v.npy",
+          "--encoder-name", "random-32", "-q"))
+    ok(xm("build-index", tmp_path / "store", "--index-type", "ivfpq", "--nlist", 4, "--pq-m", 4, "-o",
+          tmp_path / "pq", "-q"))
+    refused(xm("build-index", tmp_path / "pq", "--index-type", "flat", "-o", tmp_path / "flat", "-q"),
+            "pq: an index of PQ codes (IVF4,PQ4)", str(tmp_path / "store"))
+    assert not (tmp_path / "flat").exists()
+    ok(xm("build-index", tmp_path / "store", "--index-type", "flat", "-o", tmp_path / "flat", "-q"))
+    said = "an index of PQ codes (IVF4,PQ4), so every score is computed on decoded vectors"
+    ok(xm("search", tmp_path / "flat", tmp_path / "pq", "-k", 1, "-o", tmp_path / "hits.tsv", "-q"))
+    assert any(said in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    caplog.clear()  # the same queries as the store they were built from: no word
+    ok(xm("search", tmp_path / "flat", tmp_path / "store", "-k", 1, "-o", tmp_path / "own.tsv", "-q"))
+    assert not any("PQ codes" in r.getMessage() for r in caplog.records)

@@ -245,7 +245,9 @@ def _locale_dirs(values: tuple[str, ...], what: str, available: list[str]) -> di
                    "per pair (the paper: de-DE, es-ES, ja-JP).")
 @click.option("--dream", "dream_dirs", multiple=True, required=True, metavar="LOCALE=DIR",
               help="The DREAM projection trained on the same data, per locale.")
-@click.option("--encoder", "encoder_name", type=NAME, default="me5-small", show_default=True, help=ENCODER_HELP)
+@click.option("--encoder", "encoder_name", type=NAME, default="me5-small", show_default=True,
+              help="Encoder: me5-small, use-m3, or any sentence-transformers name/path; the encoder the --fmda "
+                   "projections were made for unless given.")
 @click.option("--data-dir", type=GivenPath(file_okay=False), default=None, help=DATA_HELP)
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the template-pair generator.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,

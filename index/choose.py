@@ -128,10 +128,15 @@ def pq_code(factory: str) -> tuple[int, int] | None:
 
 def index_row_bytes(choice: IndexChoice, dim: int) -> int:
     """Bytes an index of `choice` holds per vector: its code (4 x dim for exact vectors, the PQ
-    code's bytes), the id an IVF list keeps beside it, an HNSW graph's level-0 links."""
+    code's bytes), the id an IVF list keeps beside it, an HNSW graph's level-0 links. An HNSW graph,
+    one shard whatever its size, counts its vectors twice: FAISS copies its storage into a larger
+    buffer as vectors are added, the old one still held (was: once, and a graph chosen within the
+    budget took more at its build's peak; measured in docs/scaling.md)."""
     pq = pq_code(choice.factory)
     code = pq[0] * pq[1] // 8 if pq else 4 * dim
-    return code + (8 if choice.nlist else 0) + (2 * HNSW_M * _HNSW_LINK_BYTES if choice.kind == "hnsw" else 0)
+    if choice.kind == "hnsw":
+        return 2 * code + 2 * HNSW_M * _HNSW_LINK_BYTES
+    return code + (8 if choice.nlist else 0)
 
 
 def index_fixed_bytes(choice: IndexChoice, dim: int) -> int:

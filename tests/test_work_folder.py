@@ -88,11 +88,13 @@ def test_both_clean_ups_ask_one_question_and_it_reads_where_a_file_lies(tmp_path
     """`xmine.artefacts.ownership`: a name a writer registered is xmine's only in a folder that writer
     makes; inside a killed writer's private hidden temporary, private files and scaffolding are too
     (was: two predicates, the work folder's and the leftovers', each with rules of its own)."""
+    import importlib
     import tempfile
 
-    import xmine.index.faiss_index  # noqa: F401 (registers build-index's files)
-    import xmine.mining.writers  # noqa: F401 (registers a dataset folder's files)
     from xmine.artefacts.ownership import own_files, temporary_folder
+
+    for writer in ("xmine.index.faiss_index", "xmine.mining.writers"):  # each registers its files on import
+        importlib.import_module(writer)
 
     work = tmp_path / "m.tsv.work"
     _touch(work / ".xmine-output.json", json.dumps({"kind": "mining-result-work"}))

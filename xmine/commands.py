@@ -134,7 +134,8 @@ def describe_auto_precision() -> str:
               help="With a Parquet or Hugging Face --embeddings: the column of vectors [default: embedding].")
 @input_format_options
 @ray_option("the encoding (an actor pool of encoders, one shard at a time each, any input format; choose "
-            "--shard-rows so that each actor gets several shards). The store is the same as without --ray")
+            "--shard-rows so that each actor gets several shards). The store is the same as without --ray, "
+            "but for the last bits of vectors whose numbers move with the thread count: docs/scaling.md)")
 def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_size, shard_rows,
           max_chars, overwrite, device, precision, runtime, prompt, prompt_name, quiet, embeddings_file, encoder_name_given, dim,
           embeddings_column,

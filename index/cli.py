@@ -20,7 +20,7 @@ from xmine.encoders.options import precision_option
 from xmine.exec.executor import executor_for
 from xmine.index.blocked_search import IndexDirShards, search_blocks
 from xmine.index.build import IndexConfig, build_index as _build
-from xmine.index.choose import BUILD_TYPES
+from xmine.index.choose import BUILD_TYPES, pq_code
 from xmine.index.faiss_index import IndexDir, gpu_count
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
@@ -117,9 +117,9 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                          gpu=not cpu, memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
     # (was: built from the decoded vectors, an index its own reader then called damaged)
-    if (pq := _pq_index(source, input_format)) is not None:
-        made = (pq.manifest.source or {}).get("path")
-        raise InputError(source, f"an index of PQ codes ({pq.manifest.choice.factory}), which decode only "
+    if _pq_codes(source_index := _index_at(source, input_format)):
+        made = (source_index.manifest.source or {}).get("path")
+        raise InputError(source, f"an index of PQ codes ({source_index.manifest.choice.factory}), which decode only "
                                  "approximately, so an index built from them would hold other vectors than the "
                                  "sentences'; build from the embedding store or corpus it was made from"
                                  + (f" ({made})" if made else ""))
@@ -131,7 +131,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
         # directory beside the index, removed at the end.
         with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
             side = load_side(source, lang=lang, encoders=encoders, work_dir=work, show_progress=not quiet,
-                             input_format=input_format)
+                             input_format=input_format, opened=source_index)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()  # a damaged shard is one clear error before the indexing starts
             try:
@@ -215,13 +215,14 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
         click.echo(f"searched {summary['queries_searched']:,} queries against {index_dir} ({each}) -> {out}", err=True)
 
 
-def _pq_index(path, input_format=None) -> IndexDir | None:
-    """The index at `path` where its stored vectors are PQ codes, which decode only approximately
-    (not unit length, not the sentences' vectors); None for anything else."""
-    if artefact_kind(path, input_format) != "index":
-        return None
-    ix = IndexDir.open(path)
-    return ix if "PQ" in ix.manifest.choice.factory else None
+def _index_at(path, input_format=None) -> IndexDir | None:
+    """The index at `path`, opened (and so checked) once, for `load_side` to take; None for anything else."""
+    return IndexDir.open(path) if artefact_kind(path, input_format) == "index" else None
+
+
+def _pq_codes(ix: IndexDir | None) -> bool:
+    """Whether `ix` stores PQ codes, which decode only approximately (not unit length, not the sentences' vectors)."""
+    return ix is not None and pq_code(ix.manifest.choice.factory) is not None
 
 
 def _search_format(out: Path | None, fmt: str | None) -> str:
@@ -258,12 +259,12 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
         check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
         check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=f"index {index_dir}")
     # (was: scored without a word, a sentence's hit on itself at 0.88-0.90)
-    if (pq := _pq_index(queries, input_format)) is not None:
-        log.warning(f"queries {queries}: an index of PQ codes ({pq.manifest.choice.factory}), so every "
+    if _pq_codes(queries_index := _index_at(queries, input_format)):
+        log.warning(f"queries {queries}: an index of PQ codes ({queries_index.manifest.choice.factory}), so every "
                     "score is computed on decoded vectors, lower than the sentences' own; give the embedding store or "
                     "corpus it was made from for exact scores")
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=show_progress,  # in a temporary store
-                  input_format=input_format)
+                  input_format=input_format, opened=queries_index)
     # Queries given as a store or an index were embedded elsewhere, with no encoder to load here (was:
     # loaded anyway, so vectors of `embed --embeddings` could not be searched): their encoder run
     # (prompt, precision, runtime) and projection must be the index's, or the scores compare two spaces.

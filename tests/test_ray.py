@@ -97,7 +97,8 @@ def cluster():
         before = _children(os.getpid())
         traps = tempfile.mkdtemp(prefix="xmine-traps-")  # short: a Unix socket's path is at most 107 bytes
         ray.cloudpickle.register_pickle_by_value(ray_traps)  # the workers need not import tests/
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING",
+        # address="local": a cluster of its own, also where `ray start` runs on this machine
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING",
                  runtime_env={"env_vars": {k: os.environ[k] for k in ("XMINE_HOME", "HF_HUB_OFFLINE",
                                                                        "TRANSFORMERS_OFFLINE") if k in os.environ},
                               "worker_process_setup_hook": ray_traps.setup_hook(traps, list(TRAP_TARGETS.values()))})
@@ -449,6 +450,7 @@ def test_sigterm_ends_a_ray_driver_as_it_ends_one_without_ray(cluster, corpora, 
         assert res.exit_code == 143, res.output
         said = res.output
     assert "xmine: terminated; any work it had finished is kept" in said and "SIGTERM received" not in said, said
+    assert "PoolActor.run failed" not in said, said  # (was: a unit left running re-run on its killed actor, said by Ray)
     _run("embed", *common, "-o", on_ray, "--ray", cluster)
     _same_store(local_store, on_ray)
 
@@ -556,6 +558,82 @@ def test_a_dead_ray_address_in_the_environment_is_a_one_line_error(corpora, tmp_
     errors = [line for line in proc.stderr.splitlines() if line.startswith("xmine: error:")]
     assert len(errors) == 1 and "--ray auto: RAY_ADDRESS=127.0.0.1:1: no Ray cluster answers" in errors[0], proc.stderr
     assert "unset RAY_ADDRESS" in errors[0] and not (tmp_path / "out.tsv").exists()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_address_where_something_else_than_ray_listens_is_refused_within_seconds(cluster):
+    """(was: `--ray HOST:8265`, the dashboard's port, or any other server's: Ray retried it for
+    minutes, printing its own warnings)"""
+    import http.server
+    import socket
+    import threading
+
+    from xmine.errors import ConfigError
+    from xmine.exec.cluster import _check_reachable
+
+    _check_reachable(cluster)  # a cluster's GCS answers as one
+    web = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    closer = socket.create_server(("127.0.0.1", 0))
+
+    def close_each():
+        while True:
+            conn, _ = closer.accept()
+            conn.close()
+
+    threading.Thread(target=close_each, daemon=True).start()
+    try:
+        for port, said in ((web.server_address[1], "answered as an HTTP/1 server"),
+                           (closer.getsockname()[1], "closed the connection")):
+            with pytest.raises(ConfigError, match=f"--ray 127.0.0.1:{port}: what listens there is not a Ray "
+                                                  rf"cluster \({said}\).*not the dashboard's \(8265\)"):
+                _check_reachable(f"127.0.0.1:{port}")
+    finally:
+        web.shutdown()
+        closer.close()
+
+
+def test_a_cluster_asking_for_a_token_not_sent_is_a_one_line_error_naming_token_auth(corpora, tmp_path):
+    """`--ray auto` with RAY_ADDRESS naming a cluster that `ray start` made (Ray >= 2.60: token
+    authentication on) and no RAY_AUTH_MODE here: one line naming RAY_ADDRESS and what to set
+    (was: a traceback, exit 1: after the join failed a local cluster was started, which read
+    RAY_ADDRESS again; `--ray ADDRESS` said only "cannot join")."""
+    import time
+
+    port, temp = _free_port(), tempfile.mkdtemp(prefix="xmine-head-")  # (short: Unix sockets' paths)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    head = subprocess.Popen([ray_cli, "start", "--head", "--port", str(port), "--num-cpus", "0",
+                             "--include-dashboard=false", "--temp-dir", temp, "--block"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        from xmine.exec.cluster import _check_reachable
+
+        for _ in range(120):  # (its GCS up: answers as a Ray cluster)
+            try:
+                _check_reachable(f"127.0.0.1:{port}")
+                break
+            except Exception:
+                time.sleep(0.5)
+        proc = subprocess.run([sys.executable, "-m", "xmine.cli", "mine", str(corpora / "de.txt"),
+                               str(corpora / "en.txt"), "-o", str(tmp_path / "out.tsv"), "--ray", "auto"],
+                              capture_output=True, text=True, timeout=300,
+                              env={**env, "RAY_ADDRESS": f"127.0.0.1:{port}"})
+    finally:
+        os.killpg(head.pid, signal.SIGKILL)  # (its GCS, raylet and helpers: one process group)
+        head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("xmine: error:")]
+    assert len(errors) == 1 and f"--ray auto: RAY_ADDRESS=127.0.0.1:{port}: cannot join" in errors[0], proc.stderr
+    assert "set RAY_AUTH_MODE=token" in errors[0] and not (tmp_path / "out.tsv").exists()
 
 
 def _unit_rows(seed: int, n: int, dim: int) -> np.ndarray:

@@ -116,9 +116,12 @@ def _init(ray, address: str) -> None:
     )
     if address == "auto":
         named = os.environ.get("RAY_ADDRESS", "")
-        if named and named != "auto":  # (else Ray retries a dead address for minutes)
-            _check_reachable(named, what=f"--ray auto: RAY_ADDRESS={named}",
-                             remedy="unset RAY_ADDRESS to start a local cluster")
+        if named and named != "auto":  # the user's address: joined or refused, never swapped for a local cluster
+            what = f"--ray auto: RAY_ADDRESS={named}"
+            _check_reachable(named, what=what, remedy="unset RAY_ADDRESS to start a local cluster")
+            _join(ray, "auto", kwargs, what=what)
+            log.info("ray: joined the cluster at RAY_ADDRESS")
+            return
         try:
             ray.init(address="auto", **kwargs)
             log.info("ray: joined the running cluster")
@@ -127,11 +130,20 @@ def _init(ray, address: str) -> None:
             log.info("ray: started a local cluster (no running cluster found)")
     else:
         _check_reachable(address)
-        try:
-            ray.init(address=address, **kwargs)
-        except (ConnectionError, ValueError, RuntimeError) as e:
-            raise ConfigError(f"--ray {address}: cannot join that Ray cluster ({e})") from None
+        _join(ray, address, kwargs, what=f"--ray {address}")
         _joined["address"] = address
+
+
+def _join(ray, address: str, kwargs: dict, *, what: str) -> None:
+    """`ray.init(address)`, or a ConfigError naming `what` (Ray says only "Failed to connect", also
+    where the cluster asked for a token the driver did not send)."""
+    try:
+        ray.init(address=address, **kwargs)
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        hint = ("; a cluster that Ray >= 2.60's `ray start` made asks for a token: set RAY_AUTH_MODE=token here, "
+                "with the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN (docs/scaling.md)"
+                if not os.environ.get("RAY_AUTH_MODE") else "")
+        raise ConfigError(f"{what}: cannot join that Ray cluster ({e}){hint}") from None
 
 
 def _check_same_cluster(ray, address: str) -> None:
@@ -161,18 +173,53 @@ def _host_port(address: str) -> tuple[str, str]:
     return host, port
 
 
+#: What an HTTP/2 client sends first (RFC 9113, 3.4), then an empty SETTINGS frame. A Ray cluster's
+#: address is its GCS, a gRPC server, which answers with a SETTINGS frame of its own; the dashboard
+#: (HTTP/1, port 8265) or another program answers otherwise, and Ray would retry it for minutes.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_HTTP2_SETTINGS = 4  # a frame's type, its fourth byte
+
+
 def _check_reachable(address: str, timeout: float = 5.0, *, what: str | None = None,
                      remedy: str = "or use --ray auto") -> None:
-    """A one-line error within seconds when nothing listens at HOST:PORT (Ray itself retries for
-    minutes before it gives up). `what`: how the error names the address (default "--ray ADDRESS")."""
+    """A one-line error within seconds when nothing listens at HOST:PORT, or what answers there is
+    not a Ray cluster's GCS (Ray itself retries for minutes before it gives up). `what`: how the
+    error names the address (default "--ray ADDRESS")."""
     host, sep, port = address.rpartition(":")
     if address.startswith("ray://") or not sep or not port.isdigit():
         return  # a Ray client address or a name Ray resolves itself
+    what = what or f"--ray {address}"
     try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
+        with socket.create_connection((host, int(port)), timeout=timeout) as conn:
+            answer = _first_answer(conn)
     except OSError as e:
-        raise ConfigError(f"{what or f'--ray {address}'}: no Ray cluster answers there ({e.strerror or e}); start "
+        raise ConfigError(f"{what}: no Ray cluster answers there ({e.strerror or e}); start "
                           f"one with `ray start --head --port {port}` on {host}, {remedy}") from None
+    if answer is not None and not (len(answer) >= 4 and answer[3] == _HTTP2_SETTINGS):
+        said = ("closed the connection" if not answer else
+                "answered as an HTTP/1 server" if answer[:5] in (b"HTTP/", b"<!DOC", b"<html") else
+                "answered in another protocol")
+        raise ConfigError(f"{what}: what listens there is not a Ray cluster ({said}); a cluster's address is "
+                          f"its head node's GCS port (`ray start --head --port PORT`, 6379 by default), not "
+                          f"the dashboard's (8265)")
+
+
+def _first_answer(conn: socket.socket) -> bytes | None:
+    """The first bytes the server at `conn` sends back to the HTTP/2 preface (b"": it closed the
+    connection), or None where it cannot be asked (TLS, which Ray may use: RAY_USE_TLS) or said
+    nothing in time (left to Ray)."""
+    if os.environ.get("RAY_USE_TLS", "").lower() in ("1", "true"):
+        return None
+    answer = b""
+    try:
+        conn.sendall(_HTTP2_PREFACE)
+        while len(answer) < 5 and (more := conn.recv(16)):
+            answer += more
+    except socket.timeout:
+        return answer or None
+    except ConnectionError:
+        pass
+    return answer
 
 
 def cluster_resources() -> dict[str, float]:

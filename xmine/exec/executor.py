@@ -25,6 +25,7 @@ or None): `LOCAL` passes the progress bar's, Ray tasks none (their rows count wh
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any, Callable, Iterable, Iterator
 
@@ -257,13 +258,15 @@ class RayPool(LocalPool):
 
         actor = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=-1)(PoolActor)
         self.actors = [actor.remote(make, make_kwargs) for _ in range(max(1, actors))]
+        self._running: dict = {}  # (the units `map` gave the actors, by ref: `close` cancels those left)
 
     def map(self, units: Iterable[tuple], *, progress: ShardProgress | None = None) -> Iterator[Any]:
         """Each actor given one unit at a time; `units` is read lazily (at most one unit per actor
         is held), so a streamed corpus is never held whole."""
         import ray
 
-        idle, running, todo = list(self.actors), {}, iter(units)
+        idle, todo = list(self.actors), iter(units)
+        running = self._running = {}
         while True:
             while idle and (unit := next(todo, None)) is not None:
                 a = idle.pop()
@@ -275,11 +278,21 @@ class RayPool(LocalPool):
             yield get(ready[0])
 
     def close(self) -> None:
+        """The actors killed, their units still running cancelled first: an actor's unit cannot be
+        stopped, but a cancelled one is not re-run on the dead actor (was: Ray's "(raylet) Task
+        PoolActor.run failed ... will be retried" after the run's own last line)."""
         import ray
 
+        left = list(self._running)
+        for ref in left:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)
         for a in self.actors:
             ray.kill(a)
-        self.actors = []
+        self.actors, self._running = [], {}
+        for ref in left:  # (their outcomes taken: an error no one takes is printed by Ray)
+            with contextlib.suppress(Exception):
+                ray.get(ref, timeout=10)
 
 
 class PoolActor:

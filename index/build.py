@@ -17,8 +17,8 @@ from xmine.artefacts.directory import atomic_dir, provenance
 from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path, sha256_file, write_failure, write_manifest
-from xmine.index.choose import (choose_index, coarse_pq, default_shard_rows, memory_budget_bytes, pq_subquantisers,
-                                unused_settings)
+from xmine.index.choose import (choose_index, coarse_pq, default_shard_rows, memory_budget_bytes, pq_code,
+                                pq_subquantisers, unused_settings)
 from xmine.io.compression import count_lines
 from xmine.index.faiss_index import (FORMAT_VERSION, KIND, IndexDir, faiss_computing, faiss_reason, shard_name, shard_plan, to_cpu, to_gpu,
                                      units_use_gpus)
@@ -199,7 +199,7 @@ def few_rows_advice(plan: dict, otherwise: str, *, dim: int) -> str:
     trained on the rows there are: only what would change something (was: "use ivfpqfs, a smaller
     --nlist" to an ivfpqfs run at nlist 1, and ivfpqfs for an odd dimension, which it refuses), then
     `otherwise`."""
-    pq, fast_scan = "PQ" in plan["factory"], "x4fs" in plan["factory"]
+    pq, fast_scan = pq_code(plan["factory"]) is not None, "x4fs" in plan["factory"]
     remedies = ["--index-type ivf (no codebook to train)"] * pq
     # (not where the dimension leaves fast-scan PQ coarse, `coarse_pq`: a helper at 766-d)
     fine_fast_scan = dim % 2 == 0 and not coarse_pq(dim, pq_subquantisers(dim, 64, even=True), 64)
@@ -290,8 +290,9 @@ def train_index(training: Training, *parts) -> bytes:
         idx.train(sample)
     except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
         advice = training.advice
-        codebook = 16 if "x4" in training.factory else 256  # centroids per PQ sub-quantiser (8 or 4 bits)
-        if "PQ" in training.factory and len(sample) < codebook:  # a smaller --pq-m would not help
+        pq = pq_code(training.factory)
+        codebook = 2 ** pq[1] if pq else 0  # centroids per PQ sub-quantiser
+        if pq and len(sample) < codebook:  # a smaller --pq-m would not help
             advice = f"PQ learns {codebook} centroids per sub-quantiser, so it needs at least {codebook} vectors; {advice}"
         raise ConfigError(f"{training.where}cannot train {training.factory} on {len(sample):,} vectors "
                           f"({faiss_reason(e)}); {advice}") from None

@@ -121,8 +121,10 @@ def memory_budget_bytes(memory_budget: int | None) -> int:
 
 
 def pq_code(factory: str) -> tuple[int, int] | None:
-    """(sub-quantisers, bits each) of the PQ codes a factory string names (`PQ64`, `PQ64x4fs`), or None."""
-    pq = re.search(r"PQ(\d+)(?:x(\d+))?", factory)
+    """(sub-quantisers, bits each) of the PQ codes a factory string names (`PQ64`, `PQ64x4fs`), or None.
+    Only a component of its own: OPQ's rotation (`OPQ64_256,`) is not one (was: read as 8-bit codes,
+    before a `PQ64x4`)."""
+    pq = re.search(r"(?:^|,)PQ(\d+)(?:x(\d+))?", factory)
     return (int(pq[1]), int(pq[2] or 8)) if pq else None
 
 

@@ -199,7 +199,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         trained_bytes = trained_file.read_bytes()
     else:
         threads = executor.node_cpus()
-        want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if "PQ" in plan["factory"] else 0))
+        want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if pq_code(plan["factory"]) else 0))
         training = Training(factory=plan["factory"], size=want, seed=config.seed, sides=("src", "tgt"), where=
                             "--approximate: ", advice=few_rows_advice(plan, "exact mining (no --approximate)", dim=dim))
         trained_bytes = executor.call(with_threads, threads, train_index, training, executor.share(x),

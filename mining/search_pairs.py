@@ -13,6 +13,7 @@ import numpy as np
 
 from xmine.exec.executor import Executor
 from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
+from xmine.index.choose import pq_code
 from xmine.index.faiss_index import units_use_gpus
 from xmine.mining.approximate import approximate_knn_both, drop_repeats, rescore_candidates
 from xmine.mining.filter_step import Mineable
@@ -32,7 +33,7 @@ def index_side_note(side, role: str) -> str | None:
     pairs than exact mining, and a PQ index 17% fewer): None for an exact (flat) index."""
     choice = side.index.manifest.choice
     why = []
-    if "PQ" in choice.factory:
+    if pq_code(choice.factory):
         why.append("it holds PQ codes, so every score is computed on decoded vectors, which score translations "
                    "otherwise than exact ones (fewer pairs reach the threshold)")
     if choice.nlist and choice.nprobe < choice.nlist:

@@ -167,6 +167,21 @@ def test_auto_choice_by_size():
         choose_index(100, 384, kind="lsh")
 
 
+@pytest.mark.parametrize("factory", ["IVF4,Flat", "HNSW32,Flat", "PQ16", "IVF4,PQ16", "IVF4,PQ16x4", "IVF4,PQ16x4fs",
+                                     "OPQ16,IVF4,PQ16", "OPQ16_64,IVF4,PQ16x4", "OPQ16_64,IVF4,PQ16x4fs"])
+def test_the_pq_codes_read_from_a_factory_string_are_the_ones_faiss_builds(factory):
+    """Sub-quantisers and bits a code of every factory xmine writes, against FAISS's index of it
+    (was: OPQ's rotation read as the codes, 8 bits, before a PQ16x4)."""
+    import faiss
+
+    from xmine.index.choose import pq_code
+
+    built = faiss.index_factory(64, factory, faiss.METRIC_INNER_PRODUCT)  # (held: it owns what follows)
+    index = faiss.downcast_index(built.index if isinstance(built, faiss.IndexPreTransform) else built)
+    quantiser = getattr(index, "pq", None)
+    assert pq_code(factory) == (None if quantiser is None else (quantiser.M, quantiser.nbits))
+
+
 def test_an_index_larger_than_the_memory_budget_is_built_in_equal_shards_that_each_fit_it(tmp_path, clustered):
     """(was: one index of the whole corpus, held whole in memory to build and to search, whatever its
     size) Without shard_rows, an index whose rows take more than the budget is cut into the fewest

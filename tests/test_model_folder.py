@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -38,6 +40,18 @@ def _broken(model, tmp_path, how: str):
         (folder / "config.json").unlink()
     elif how == "no-weights":
         (folder / "model.safetensors").unlink()
+    elif how == "no-pooler":  # as models saved without BERT's pooler, which sentence-transformers does not use
+        from safetensors.numpy import load_file, save_file
+
+        weights = load_file(folder / "model.safetensors")
+        save_file({k: v for k, v in weights.items() if not k.startswith("pooler.")}, folder / "model.safetensors",
+                  metadata={"format": "pt"})
+    elif how == "missing-tensors":  # a valid file without one layer's output (a helper: loaded, random each time)
+        from safetensors.numpy import load_file, save_file
+
+        weights = load_file(folder / "model.safetensors")
+        save_file({k: v for k, v in weights.items() if "layer.0.output.dense" not in k}, folder / "model.safetensors",
+                  metadata={"format": "pt"})
     return folder
 
 
@@ -48,6 +62,7 @@ def _broken(model, tmp_path, how: str):
     ("truncated-weights", "model.safetensors: unreadable weights"),
     ("no-config", "config.json: missing"),
     ("no-weights", "no weights in it"),
+    ("missing-tensors", "its weights lack 2 of the model's tensors (encoder.layer.0.output.dense.weight"),
 ])
 def test_a_broken_model_folder_is_named_with_its_problem(model, tmp_path, monkeypatch, how, fragment):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -56,7 +71,7 @@ def test_a_broken_model_folder_is_named_with_its_problem(model, tmp_path, monkey
     assert "HF_HUB_OFFLINE" not in message  # a local folder was given: where models download from is not the problem
 
 
-@pytest.mark.parametrize("how", ["empty", "modules-json", "no-config", "no-weights", "a file"])
+@pytest.mark.parametrize("how", ["empty", "modules-json", "no-config", "no-weights", "missing-tensors", "a file"])
 def test_a_model_folder_that_cannot_load_is_refused_before_any_output_is_claimed(model, tmp_path, how):
     """(a fuzz: `score PAIRS --encoder EMPTY_DIR` was refused after it had claimed OUT, leaving OUT.json
     and OUT.work/ with the staged sides behind; a file as the folder, likewise)"""
@@ -85,6 +100,21 @@ def test_a_folder_that_loads_is_not_refused_for_what_it_need_not_hold(model, tmp
     (tmp_path / "c.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     ok(xm("embed", tmp_path / "c.txt", "--lang", "de", "--encoder", folder, "--projection", "none", "-q",
           "-o", tmp_path / "s"))
+
+
+def test_a_folder_without_the_pooler_is_one_encoder_on_every_load(model, tmp_path):
+    """(a helper: its stores had another encoder id on every load, the pooler's random values in
+    it, so the two sides of a corpus embedded apart refused each other)"""
+    from xmine.artefacts.fileio import load_manifest
+
+    folder = _broken(model, tmp_path, "no-pooler")
+    (tmp_path / "c.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    for store in ("a", "b"):  # (each in a process of its own: one process loads a folder once)
+        subprocess.run([sys.executable, "-m", "xmine.cli", "embed", str(tmp_path / "c.txt"), "--lang", "de", "--encoder",
+                        str(folder), "--projection", "none", "--runtime", "torch", "-q", "-o", str(tmp_path / store)],
+                       check=True, timeout=300)
+    ids = [load_manifest(tmp_path / store / "manifest.json")["encoder"]["id"] for store in ("a", "b")]
+    assert ids[0] == ids[1] and ids[0].startswith("st:"), ids
 
 
 def test_a_tokenizer_of_another_model_is_refused_before_anything_is_encoded(tmp_path):

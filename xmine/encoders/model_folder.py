@@ -86,6 +86,33 @@ def tokenizer_missing(folder: Path) -> str | None:
     return f"no tokenizer in it (none of {', '.join(sorted(_TOKENIZER_FILES))}, nor a sentencepiece .model)"
 
 
+def unloaded_weights(folder: Path, model) -> list[str]:
+    """The tensors of `model` (the transformer loaded from the model folder `folder`) that no weights
+    file of it holds: transformers fills them with fresh random values on every load and says so
+    only in its log. Only safetensors weights are read (their header: the tensors' names); [] where
+    there are none or they cannot be read (the load refused those)."""
+    from safetensors import safe_open
+
+    saved: set[str] = set()
+    files = sorted(_transformer_folder(folder).glob("*.safetensors"))
+    for file in files:
+        try:
+            with safe_open(str(file), "np") as weights:
+                saved.update(weights.keys())
+        except Exception:
+            return []
+    prefix = f"{getattr(model, 'base_model_prefix', '') or '?'}."  # (a head model's checkpoint: "bert.encoder...")
+    saved |= {name.removeprefix(prefix) for name in saved}
+    return [name for name in model.state_dict() if files and name not in saved and name.removeprefix(prefix) not in saved]
+
+
+def unused_by_pooling(name: str) -> bool:
+    """Whether the tensor `name` of a transformer plays no part in a sentence-transformers embedding:
+    BERT's pooler (sentence-transformers pools the token states), which models saved without it
+    load at random, harmlessly."""
+    return name.startswith("pooler.")
+
+
 def _transformer_folder(folder: Path) -> Path:
     """The folder of a model folder's transformer: the module modules.json names as one (0_Transformer/
     in older sentence-transformers models, the folder itself in newer ones), else the folder."""
@@ -109,4 +136,4 @@ def check_vocabulary(name: str, tokenizer, model) -> None:
                            f"{rows:,} (vocab_size); the tokenizer is another model's")
 
 
-__all__ = ["check_vocabulary", "folder_problem", "tokenizer_missing"]
+__all__ = ["check_vocabulary", "folder_problem", "tokenizer_missing", "unloaded_weights", "unused_by_pooling"]

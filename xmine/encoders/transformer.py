@@ -31,7 +31,8 @@ import numpy as np
 
 from xmine.encoders.base import Encoder
 from xmine.encoders.batching import BatchingConfig, default_batching, token_batches
-from xmine.encoders.model_folder import check_vocabulary, folder_problem, tokenizer_missing
+from xmine.encoders.model_folder import (check_vocabulary, folder_problem, tokenizer_missing, unloaded_weights,
+                                         unused_by_pooling)
 from xmine.encoders.precision import with_precision
 from xmine.encoders.prompts import model_prompt
 from xmine.encoders.tokens import encode_token_states, token_ids
@@ -57,12 +58,15 @@ def pick_device(device: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def tensor_digest(module) -> str:
-    """sha256 over a torch module's parameters and buffers (names, dtypes, shapes, bytes)."""
+def tensor_digest(module, *, skip: set[int] = frozenset()) -> str:
+    """sha256 over a torch module's parameters and buffers (names, dtypes, shapes, bytes), but those
+    whose id() is in `skip`."""
     import torch
 
     h = hashlib.sha256()
-    for name, t in sorted(module.state_dict().items()):
+    for name, t in sorted(module.state_dict(keep_vars=True).items()):
+        if id(t) in skip:
+            continue
         t = t.detach().to("cpu").contiguous()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
@@ -94,12 +98,13 @@ def tokenizer_digest(tokenizer) -> str:
     return h.hexdigest()
 
 
-def model_digest(st) -> str:
+def model_digest(st, *, skip: set[int] = frozenset()) -> str:
     """sha256 identifying a sentence-transformers model by what makes its vectors: its weights
     (`tensor_digest`), its tokenizer (`tokenizer_digest`) and each module's kind and config (pooling
     mode, a Dense layer's activation), so that a folder whose tokenizer or pooling was changed is
-    another encoder for a store's resume and the embedding cache (was: the weights alone)."""
-    h = hashlib.sha256(tensor_digest(st).encode())
+    another encoder for a store's resume and the embedding cache (was: the weights alone). `skip`:
+    the id()s of tensors left out (ones the load made up at random)."""
+    h = hashlib.sha256(tensor_digest(st, skip=skip).encode())
     for module in st:
         h.update(type(module).__qualname__.encode())
         config = module.get_config_dict() if hasattr(module, "get_config_dict") else {}
@@ -318,9 +323,18 @@ def load_sentence_transformer(name: str, *, prefix: str | None, device: str | No
 
     if Path(name).is_dir() and (why := tokenizer_missing(Path(name))) is not None:
         raise EncoderError(f"encoder {name!r}: {why}")
+    auto_model = getattr(st[0], "auto_model", None) if len(st) else None
+    unloaded = unloaded_weights(Path(name), auto_model) if Path(name).is_dir() and auto_model is not None else []
+    if missing := [t for t in unloaded if not unused_by_pooling(t)]:  # (was: embedded with them, no word)
+        raise EncoderError(f"encoder {name!r}: its weights lack {len(missing):,} of the model's tensors "
+                           f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): loaded, they would be "
+                           "random, and differ on every load")
     prefix = model_prompt(name, prompts=getattr(st, "prompts", None) or {},
                           default_name=getattr(st, "default_prompt_name", None), prefix=prefix, prompt_name=prompt_name)
-    identity = f"st:{model_digest(st)[:16]}"
+    # (the random tensors left out: was, for a folder without BERT's pooler, another id on every load,
+    # so its stores refused each other and a resume)
+    random = {id(t) for n, t in auto_model.state_dict(keep_vars=True).items() if n in unloaded} if unloaded else set()
+    identity = f"st:{model_digest(st, skip=random)[:16]}"
     pooling = fast_path_pooling(st)
     if pooling is None:
         return SentenceTransformerEncoder(name=name, model=st, prefix=prefix, identity=identity, precision=precision)

@@ -11,6 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
+from clitools import ok, refused, xm
 from tests.manifests import rewrite_manifest
 from xmine.artefacts.fileio import SELF_CHECKSUM, load_manifest, manifest_digest
 from xmine.errors import ArtefactError
@@ -132,6 +133,19 @@ def test_a_store_whose_manifest_encoder_is_damaged_is_rebuilt_only_with_overwrit
         embed_corpus(corpus, bad, encoder=usem3, lang="de", shard_rows=20, show_progress=False)
     again = embed_corpus(corpus, bad, encoder=usem3, lang="de", shard_rows=20, show_progress=False, overwrite=True)
     assert (bad / "manifest.json").is_file() and again.manifest.shards == store.manifest.shards
+
+
+def test_embed_into_a_store_of_another_encoder_says_so_and_overwrite_replaces_it(built, tmp_path):
+    """(a helper: `embed -o ME5_STORE --encoder use-m3` said "use-m3 runs in numpy; --runtime openvino
+    is for transformer encoders", the store's runtime taken as the default for another encoder, and
+    with --overwrite "the input artefact was made with another encoder", the store's projection too)"""
+    _, _, corpus = built
+    me5 = tmp_path / "me5"
+    ok(xm("embed", corpus, "--lang", "de", "-o", me5, "-q"))
+    refused(xm("embed", corpus, "--lang", "de", "--encoder", "use-m3", "-o", me5, "-q"),
+            f"{me5}: an embedding store already, but it was made with encoder 'me5-small'", "pass --overwrite")
+    ok(xm("embed", corpus, "--lang", "de", "--encoder", "use-m3", "-o", me5, "-q", "--overwrite"))
+    assert json.loads((me5 / "manifest.json").read_text())["encoder"]["name"] == "use-m3"
 
 
 def test_resume_from_intact_records_gives_the_same_store(built, tmp_path, usem3):

@@ -157,9 +157,15 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     Example:
       xmine embed news.de.txt.gz --lang de -o stores/news.de
     """
-    # A finished store is returned as it is, so by default it is asked for at its own precision,
-    # and with the projection it was made with.
+    # A finished store is returned as it is, so by default it is asked for at its own precision, runtime
+    # and projection: for its own encoder only (was: a me5-small store's "openvino" asked of use-m3,
+    # which refused it, and its projection of another encoder, even with --overwrite; hiding that
+    # the encoders differ, which the store's writer says).
     finished = artefact_encoder([out_dir])
+
+    def finished_by(name: str):
+        return finished if finished is not None and finished.name == name else None
+
     if embeddings_file is not None:
         given = [o.replace("--encoder-name", "--encoder") for o in given_on_command_line(
             "encoder_name", "device", "precision", "runtime", "prompt", "prompt_name", "batch_size")]
@@ -169,18 +175,20 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
                               "elsewhere (name their encoder with --encoder-name)")
         encoder = ExternalEmbeddings(embeddings_file, name=encoder_name_given or "", dim=dim, column=embeddings_column)
         encoder_name = encoder.name
+        same = finished_by(encoder_name)
     else:
         if encoder_name_given or dim or embeddings_column:
             raise ConfigError("--encoder-name, --dim and --embeddings-column go with --embeddings FILE")
         if not given_on_command_line("encoder_name"):  # as mine, score and build-index read it
             encoder_name = projection_encoder(projection) or encoder_name
         prompt = encoding_prompt(prompt, prompt_name, (projection,), encoder_name)
+        same = finished_by(encoder_name)
         # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
-        encoder = load_encoder(encoder_name, device=device, runtime=runtime_for_artefact(finished, runtime),
-                               precision=precision or (finished.run_precision if finished else "auto"),
+        encoder = load_encoder(encoder_name, device=device, runtime=runtime_for_artefact(same, runtime),
+                               precision=precision or (same.run_precision if same else "auto"),
                                prefix=prompt, prompt_name=prompt_name, lazy=ray_address is not None)
     choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
-                               artefact_projection=artefact_projection([out_dir]) if finished else (False, None))
+                               artefact_projection=artefact_projection([out_dir]) if same else (False, None))
 
     # Standard input and a URL are copied first: a corpus is read twice (checked, then embedded).
     stream = is_stdin(corpus) or is_url(corpus)

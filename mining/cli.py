@@ -52,9 +52,10 @@ log = logging.getLogger(__name__)
                    "must be JSON Lines, Parquet, CSV/TSV or dataset corpora. Default: none.")
 @click.option("--allow-same-input", is_flag=True,
               help="Mine even when SRC and TGT are the same file or directory (refused without this flag, "
-                   "since it is usually a mistake). Every sentence is then on both sides: the pre-search "
-                   "cleaning removes such copies and the identical filter a sentence paired with itself; "
-                   "pass --no-pre-clean-step copies and --no-filter identical to keep them.")
+                   "since it is usually a mistake): for one file holding both languages, each side's lines "
+                   "chosen by the language filter of --src-lang and --tgt-lang. A line is never paired with "
+                   "another line of its own side, so this finds no paraphrases or near-copies within one "
+                   "language: a line on both sides (its language unclear) is removed by the pre-search cleaning.")
 @input_format_options(per_side=True)
 @selection_options
 @search_options

@@ -106,3 +106,30 @@ def test_copies_no_longer_take_their_gold_pair_through_the_cli(data_dir, tmp_pat
     assert summary["lang_filter"] == {"on": False, "backend": "fasttext",
                                       "source": "default, off: --src-lang and --tgt-lang not given"}
     assert summary["pre_search"]["copies"]["dropped_from_both"] == len(copied) + len(boiler)
+
+
+@pytest.mark.slow
+def test_one_file_of_both_languages_mined_with_itself_mines_as_its_two_halves(data_dir, tmp_path):
+    """`--allow-same-input` on one file of German and English lines (what its help offers it for):
+    the language filter takes each side's lines, and the pairs are those of the two halves mined as
+    two files (a helper found that the flag's help promised only pairs of a line with itself)."""
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+
+    de, en = _flores(data_dir, "deu_Latn", slice(0, 100)), _flores(data_dir, "eng_Latn", slice(0, 100))
+    (tmp_path / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    (tmp_path / "both.txt").write_text("\n".join(de + en) + "\n", encoding="utf-8")
+    langs = ["--src-lang", "de", "--tgt-lang", "en", "-q"]
+
+    def mined(src, tgt, *more):
+        out = tmp_path / f"{src}-{tgt}.tsv"
+        r = CliRunner().invoke(main, ["mine", str(tmp_path / src), str(tmp_path / tgt), *langs, *more, "-o", str(out)],
+                               catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return {tuple(line.split("\t")[1:]) for line in out.read_text(encoding="utf-8").splitlines()}
+
+    apart = mined("de.txt", "en.txt")
+    assert len(apart & set(zip(de, en))) >= 90
+    assert mined("both.txt", "both.txt", "--allow-same-input") == apart

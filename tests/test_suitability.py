@@ -6,6 +6,7 @@ weights) gets one warning line with the measured accuracy, the real encoders do 
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 
@@ -52,6 +53,14 @@ def test_a_random_bert_is_warned_once_on_first_use_and_the_verdict_is_cached(ran
     ok(xm("embed", corpus, "--lang", "de", "-o", tmp_path / "s2", "--encoder", random_bert, "--runtime", "torch",
           "--precision", "fp32", "-q"))
     assert len(_warnings(caplog.text)) == 1 and measured == [str(random_bert)]
+    # The same model in another folder: the verdict read, named as that folder (was: as the first)
+    shutil.copytree(random_bert, tmp_path / "copy")
+    monkeypatch.setattr(loader, "_LOADED", {})
+    caplog.clear()
+    ok(xm("embed", corpus, "--lang", "de", "-o", tmp_path / "s3", "--encoder", tmp_path / "copy", "--runtime",
+          "torch", "--precision", "fp32", "-q"))
+    lines = _warnings(caplog.text)
+    assert len(lines) == 1 and f"{tmp_path / 'copy'}: found" in lines[0] and measured == [str(random_bert)], lines
 
 
 @pytest.mark.slow

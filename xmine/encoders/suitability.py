@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from importlib.resources import files
 from typing import Any
@@ -119,8 +119,8 @@ def suitability(encoder: Any, *, fresh: bool = False) -> Suitability:
     """The cached verdict on `encoder`, measured now when there is none (or `fresh`)."""
     path = _cache_path(encoder.fingerprint())
     if not fresh and path.is_file():
-        try:
-            return Suitability(**json.loads(path.read_text(encoding="utf-8")))
+        try:  # (named as given now: the same model measured from another folder was named as that one)
+            return replace(Suitability(**json.loads(path.read_text(encoding="utf-8"))), encoder=encoder.name)
         except (ValueError, TypeError):
             pass  # damaged or from another version: measured again
     verdict = measure(encoder)

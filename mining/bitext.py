@@ -25,7 +25,6 @@ and its line (or row).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from contextlib import closing
 from dataclasses import dataclass
@@ -46,7 +45,8 @@ from xmine.io.stdin import shown_path
 from xmine.store import EmbeddingStore
 from xmine.io.readers import jsonl_records
 from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
-from xmine.mining.writers import MINED_TSV_TEXT_COLUMNS, MINING_KIND
+from xmine.mining.mined_output import mined_summary
+from xmine.mining.writers import MINED_TSV_TEXT_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -147,9 +147,9 @@ class Bitext:
             if given and self.format not in formats:
                 raise ConfigError(f"{given} does not apply to PAIRS read as {self.format}; it is for "
                                   f"{' and '.join(formats)} bitexts")
-        #: `xmine mine`'s summary (OUT.json) where the bitext is its TSV output, else None
-        self.mined_summary = _mined_summary(self.path) if self.format == "tsv" else None
-        if self.mined_summary is not None and spec.src_field is None and spec.tgt_field is None:
+        #: `xmine mine`'s summary (OUT.json) where the bitext is its output, else None
+        self.mined_summary = mined_summary(self.path, self.format) if len(self.paths) == 1 else None
+        if self.mined_summary is not None and self.format == "tsv" and spec.src_field is None and spec.tgt_field is None:
             # (was: its score column read as the source: "kept 0 of 91 pairs", exit 0)
             log.info("%s is an xmine mining result: its sentences are columns %s and %s", self.path,
                      *MINED_TSV_TEXT_COLUMNS)
@@ -361,39 +361,6 @@ def _match_languages(keys: list[str], langs: tuple[str | None, str | None]) -> t
     return (picked[0], picked[1]) if None not in picked and picked[0] != picked[1] else None
 
 
-def _mined_summary(path: Path) -> dict | None:
-    """The summary of `xmine mine` where `path` is its TSV output (its OUT.json beside it says so)."""
-    try:
-        summary = json.loads(Path(f"{path}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    mined = isinstance(summary, dict) and summary.get("kind") == MINING_KIND and summary.get("format") == "tsv"
-    return summary if mined else None
-
-
-def mined_in_another_space(bitext: Bitext, encoder: dict, projection: dict | None) -> str | None:
-    """A note where `bitext` is `xmine mine`'s output, mined with another encoder or projection than
-    the one it is scored with (`encoder`, `projection`: the scored side's records), else None: its
-    margins and threshold are then those of another space (was: said nowhere)."""
-    mined = bitext.mined_summary
-    if mined is None or not isinstance(mined.get("encoder"), dict) or not isinstance(mined["encoder"].get("name"), str):
-        return None  # (a summary without the encoder's name: nothing to compare with, nor to advise)
-    made, made_projection = mined["encoder"], mined.get("projection")
-    made_id = made_projection.get("id") if isinstance(made_projection, dict) else None
-    if made.get("name") == encoder.get("name") and made_id == (projection or {}).get("id"):
-        return None
-
-    def space(name, proj) -> str:
-        return f"encoder {name!r} and " + (f"projection {proj.get('path')}" if isinstance(proj, dict)
-                                            else "no projection (raw embeddings)")
-    given = f"--encoder {made.get('name')} --projection " + (
-        "none" if not isinstance(made_projection, dict) else
-        "default" if made_projection.get("shipped") else str(made_projection.get("path")))
-    return (f"{bitext.path} was mined with {space(made.get('name'), made_projection)}, but is scored with "
-            f"{space(encoder.get('name'), projection)}: its margins and threshold are this space's; give "
-            f"{given} to score it in the space it was mined in")
-
-
 def parse_pairs_argument(pairs: str | None, src: Path | None, tgt: Path | None) -> tuple[Path, ...]:
     """The bitext's path(s) from `PAIRS` (a file, a folder, or `SRC_FILE:TGT_FILE`) or `--src/--tgt`."""
     if (src is None) != (tgt is None):
@@ -412,4 +379,4 @@ def parse_pairs_argument(pairs: str | None, src: Path | None, tgt: Path | None) 
 
 
 __all__ = ["BITEXT_FORMATS", "Bitext", "BitextFormat", "BitextPair", "StoredSides", "bitext_format",
-           "mined_in_another_space", "parse_pairs_argument"]
+           "parse_pairs_argument"]

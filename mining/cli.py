@@ -178,8 +178,9 @@ def _before_search(summary: dict) -> str:
 @click.option("--split", "hf_split", default=None, help="hf: the split to read (default: the only one; a DatasetDict of several needs it).")
 @click.option("--kept-only", is_flag=True, help="Write only the pairs that are kept.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT (and OUT.json) if it is an earlier xmine score result.")
-@src_lang_option(help="Language of the source side (the script and language filters judge it by this).")
-@tgt_lang_option(help="Language of the target side.")
+@src_lang_option(help="Language of the source side (the script and language filters judge it by this). Default: "
+                      "a store's own, or the one recorded by the mining run whose output PAIRS is, else none.")
+@tgt_lang_option(help="Language of the target side. Default: as for the source side.")
 @click.option("--src-corpus", type=ExistingPath(), default=None,
               help="A source-language corpus, embedding store or index whose sentences form each target's "
                    "neighbourhood (default: the bitext's own sources).")

@@ -52,10 +52,10 @@ from xmine.encoders.precision import check_same_encoder
 from xmine.inputs import check_artefact_lang, check_compatible, load_side
 from xmine.store.reader import EmbeddingStore
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
-from xmine.mining.bitext import Bitext, mined_in_another_space
+from xmine.mining.bitext import Bitext
+from xmine.mining.mined_output import mined_in_another_space, mined_langs
 from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig, check_k_for_margin, check_score_cap
-from xmine.mining.filters import RULES as FILTER_RULES
-from xmine.mining.filters import LANGUAGE_RULES, PairFilterConfig, apply_pair_filters
+from xmine.mining.filters import RULES as FILTER_RULES, LANGUAGE_RULES, PairFilterConfig, apply_pair_filters
 from xmine.mining.langid import DEFAULT_LID, accepts, check_installed, knows, language_counts
 from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import (DROP_RULES, SCORE_KIND, PairScores, check_no_score_fields, resolve_score_format,
@@ -314,10 +314,10 @@ def score_bitext(
     # load or a malformed row leaves nothing behind.
     # A bitext of two stores brings its vectors (and the encoder's name, from them): nothing is encoded.
     stores = bitext.stores() if bitext.format == "stores" else None
-    # The languages the filters judge by and the corpora are checked against: a store's own where
-    # none is given (was: a corpus of the other language taken without a word)
-    langs = (src_lang, tgt_lang) if stores is None else (given_or_recorded(src_lang, stores.src.lang),
-                                                          given_or_recorded(tgt_lang, stores.tgt.lang))
+    # The languages the filters judge by and the corpora are checked against: a store's own, or its mining
+    # run's, where none is given (was: a corpus of another language taken without a word; none for mine's output)
+    recorded = (stores.src.lang, stores.tgt.lang) if stores else mined_langs(bitext)
+    langs = (given_or_recorded(src_lang, recorded[0]), given_or_recorded(tgt_lang, recorded[1]))
     for path, lang in zip(corpora_paths, langs):
         if path is not None:
             check_artefact_lang(path, lang)

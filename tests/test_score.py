@@ -623,6 +623,24 @@ def test_blank_rows_are_kept_as_empty_pairs_and_translation_entries_must_match_t
     assert made["fields_read"] == ["translation.de", "translation.en"]
 
 
+def test_a_mining_result_in_every_format_is_judged_in_the_languages_it_was_mined_in(data_dir, tmp_path, caplog):
+    """(a helper: `score m.jsonl` of mine's output warned that the script and language filters judge
+    nothing without --src-lang and --tgt-lang, though its OUT.json records them)"""
+    de, en = flores_lines(data_dir, "deu_Latn", 12), flores_lines(data_dir, "eng_Latn", 12)
+    (tmp_path / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    for fmt in ("tsv", "jsonl", "parquet"):
+        ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder",
+              "use-m3", "-q", "-o", tmp_path / f"m.{fmt}"))
+        caplog.clear()
+        ok(xm("score", tmp_path / f"m.{fmt}", "--encoder", "use-m3", "-q", "-o", tmp_path / f"s.{fmt}"))
+        assert json.loads((tmp_path / f"s.{fmt}.json").read_text())["filters"]["languages"] == ["de", "en"], fmt
+        assert "judge nothing" not in caplog.text, fmt
+    ok(xm("score", tmp_path / "m.tsv", "--encoder", "use-m3", "--src-lang", "fr", "--tgt-lang", "en", "-q",
+          "-o", tmp_path / "g.tsv"))  # the languages given win
+    assert json.loads((tmp_path / "g.tsv.json").read_text())["filters"]["languages"] == ["fr", "en"]
+
+
 def test_a_mined_tsv_is_scored_by_its_sentences_and_a_score_column_is_never_a_side(data_dir, tmp_path):
     """(was: `score m.tsv` of mine's own TSV read its score column as the source: "kept 0 of 30 pairs",
     exit 0.) Its OUT.json names it a mining result, so its sentences are columns 2 and 3; the same

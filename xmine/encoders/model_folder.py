@@ -95,6 +95,8 @@ def unloaded_weights(folder: Path, model) -> list[str]:
 
     saved: set[str] = set()
     files = sorted(_transformer_folder(folder).glob("*.safetensors"))
+    if not files:
+        return []
     for file in files:
         try:
             with safe_open(str(file), "np") as weights:
@@ -103,7 +105,7 @@ def unloaded_weights(folder: Path, model) -> list[str]:
             return []
     prefix = f"{getattr(model, 'base_model_prefix', '') or '?'}."  # (a head model's checkpoint: "bert.encoder...")
     saved |= {name.removeprefix(prefix) for name in saved}
-    return [name for name in model.state_dict() if files and name not in saved and name.removeprefix(prefix) not in saved]
+    return [name for name in model.state_dict() if name not in saved and name.removeprefix(prefix) not in saved]
 
 
 def unused_by_pooling(name: str) -> bool:

@@ -333,8 +333,8 @@ def load_sentence_transformer(name: str, *, prefix: str | None, device: str | No
                           default_name=getattr(st, "default_prompt_name", None), prefix=prefix, prompt_name=prompt_name)
     # (the random tensors left out: was, for a folder without BERT's pooler, another id on every load,
     # so its stores refused each other and a resume)
-    random = {id(t) for n, t in auto_model.state_dict(keep_vars=True).items() if n in unloaded} if unloaded else set()
-    identity = f"st:{model_digest(st, skip=random)[:16]}"
+    made_up = {id(t) for n, t in auto_model.state_dict(keep_vars=True).items() if n in unloaded} if unloaded else set()
+    identity = f"st:{model_digest(st, skip=made_up)[:16]}"
     pooling = fast_path_pooling(st)
     if pooling is None:
         return SentenceTransformerEncoder(name=name, model=st, prefix=prefix, identity=identity, precision=precision)

@@ -61,6 +61,25 @@ def test_openvino_bf16_equals_torch_fp32_within_the_checked_cosine(ov_bf16, torc
     assert _fp(fp).id.weights == _fp(torch_fp32.fingerprint()).id.weights == torch_fp32.fingerprint()["id"]
 
 
+def test_bf16_compiled_as_f32_is_refused_not_labelled_bf16(ov_bf16, tmp_path):
+    """OpenVINO's CPU plugin compiles a bf16 hint as f32 where the CPU has no native bf16: such an
+    encoder would write fp32 vectors into a store labelled bf16, so it is refused in one line."""
+    import openvino as ov
+
+    from xmine.encoders.ov_build import check_compiled_precision
+    from xmine.encoders.precision import cpu_bf16_flag
+
+    compiled = ov_bf16.model.get_property("INFERENCE_PRECISION_HINT")
+    # on this CPU the encoder runs what it is labelled with (the check passed when it was loaded)
+    assert (compiled == ov.Type.bf16) == bool(cpu_bf16_flag())
+    model = tmp_path / "model.xml"
+    with pytest.raises(EncoderError) as e:
+        check_compiled_precision("bf16", ov.Type.f32, model=model)
+    assert str(e.value).startswith(f"{model}: ") and "--precision fp32" in str(e.value) and "\n" not in str(e.value)
+    check_compiled_precision("bf16", ov.Type.bf16, model=model)
+    check_compiled_precision("fp32", ov.Type.f32, model=model)
+
+
 def test_token_states_come_from_openvino_too(ov_bf16, torch_fp32, data_dir):
     from xmine.encoders.tokens import encode_token_states
 

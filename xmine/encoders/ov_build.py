@@ -136,6 +136,19 @@ def ov_config(precision: str, threads: int) -> dict[str, Any]:
             "PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": False}
 
 
+def check_compiled_precision(asked: str, compiled: Any, *, model: Path) -> None:
+    """Refuse a compiled model whose inference precision is not the one asked for: OpenVINO's CPU
+    plugin compiles a bf16 hint as f32 on a CPU without native bf16, and the store would then hold
+    fp32 vectors labelled bf16 (torch, by contrast, emulates bf16). `compiled`: the compiled
+    model's `INFERENCE_PRECISION_HINT` (an OpenVINO element type or its name)."""
+    if asked != "bf16":
+        return
+    name = str(getattr(compiled, "type_name", compiled)).lower()
+    if "bf16" not in name and "bfloat16" not in name:
+        raise EncoderError(f"{model}: OpenVINO compiles --precision bf16 as {name} on this CPU (no native bf16); "
+                           "use --precision fp32, or --runtime torch, which emulates bf16")
+
+
 def model_source(*, weights_id: str, precision: str) -> dict[str, Any]:
     """What a converted model is made from; equal sources = interchangeable models."""
     openvino = require_openvino()

@@ -21,7 +21,7 @@ from xmine.encoders.base import note_once
 from xmine.encoders.batching import BatchingConfig, default_batching
 from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
 from xmine.encoders.me5 import load_me5, me5_fingerprint, me5_identity
-from xmine.encoders.ov_build import ensure_openvino_model, ov_config
+from xmine.encoders.ov_build import check_compiled_precision, ensure_openvino_model, ov_config
 from xmine.encoders.runtime import require_openvino
 from xmine.encoders.transformer import SentenceTransformerEncoder, TokenBatchedEncoder, torch_dtype
 from xmine.errors import EncoderError
@@ -48,6 +48,7 @@ class OpenVINOEncoder(TokenBatchedEncoder):
             detail = next((line.strip() for line in reversed(str(e).splitlines()) if line.strip()), type(e).__name__)
             raise EncoderError(f"{self.model_xml}: OpenVINO cannot read this converted model ({detail[:200]}); it is "
                                f"damaged: remove {self.model_xml.parent} and the next run converts the model again") from None
+        check_compiled_precision(precision, self.model.get_property("INFERENCE_PRECISION_HINT"), model=self.model_xml)
         self._request = self.model.create_infer_request()
 
     def _hidden(self, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 
 from xmine.artefacts.fileio import read_json
 from xmine.benchmarks.common import RESULT_KIND, Variant, default_out, safe_name, write_result
-from xmine.benchmarks.runner import ENCODER_HELP, encoder_of
+from xmine.benchmarks.runner import ENCODER_HELP, encoder_of, variant_tag
 from xmine.calibration import DEFAULT_MARGIN
 from xmine.io.dedup import dedup
 from xmine.store.layout import DEFAULT_DTYPE
@@ -33,6 +33,7 @@ from xmine.encoders.options import precision_option
 from xmine.errors import ConfigError, DataNotFoundError, InputError
 from xmine.mining.calibrate import threshold_sweep
 from xmine.mining.cli_options import k_option, margin_option, retrieval_option
+from xmine.mining.config import SearchConfig, SelectionConfig, check_k_for_margin
 from xmine.options import NAME, GivenPath, projection_option, quiet_option
 from xmine.artefacts.outputs import claim_output
 from xmine.paths import data_root, resolve_data_dir
@@ -316,8 +317,8 @@ BUCC_KIND = "bucc-result"
                     "not calibrated, so no space's calibrated margin applies).")
 @retrieval_option(help="Retrieval mode (see `xmine mine --help`).")
 @click.option("--out", type=GivenPath(dir_okay=False, path_type=Path), default=None,
-              help="Result JSON. Default: benchmarks/results/bucc-<encoder>-<pair>[-<projection>][-<precision>][-<runtime>]"
-                   ".json, the last three where given.")
+              help="Result JSON. Default: benchmarks/results/bucc-<encoder>-<pair>[-<projection>][-<setting>...].json, "
+                   "naming the projection and each other setting given (-k, --margin, --retrieval, --precision, ...).")
 @click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result.")
 @precision_option()
 @quiet_option(help="No progress bars (the result lines are still printed).")
@@ -325,11 +326,14 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
             prompt_name, device, quiet):
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
     started = time.time()
+    # as `xmine mine` (was: -k 1 scored every mutual pair alike, a meaningless F1 with exit 0)
+    check_k_for_margin(SearchConfig(k=k), SelectionConfig(margin=margin, threshold=None))
     encoder = encoder_of(encoder, [projection] if projection else [], param="encoder")
     named = "" if projection in (None, "none") else "-default" if projection == "default" else f"-{Path(projection).name}"
-    # a setting given makes another result, as the other benchmarks name theirs (`runner.variant_tag`)
-    named += "".join(f"-{v}" for v in (precision, runtime) if v not in (None, "auto"))
-    out = out or default_out("bucc", f"{encoder}-{pair}{safe_name(named)}")
+    # a setting given makes another result, as the other benchmarks name theirs (was: -k, --margin and
+    # --retrieval left out, so two settings claimed one name; and "-encoder" appended to the default's)
+    named = (safe_name(named) if named else "") + variant_tag(exclude=("pair", "projection"))
+    out = out or default_out("bucc", f"{encoder}-{pair}{named}")
     # a result of the `bench bucc` before (its own kind) is replaced as one of this kind (`--overwrite`)
     earlier = (read_json(out) or {}).get("kind") if Path(out).is_file() else None
     with claim_output(out, kind=BUCC_KIND if earlier == BUCC_KIND else RESULT_KIND, form="json", overwrite=overwrite,

@@ -72,7 +72,7 @@ def _write_split(root, split, de, en, n_par, n_noise, seed):
 
 
 @pytest.mark.slow
-def test_bucc_on_hidden_flores_translations(tmp_path, data_dir, me5):
+def test_bucc_on_hidden_flores_translations(tmp_path, data_dir, me5, monkeypatch):
     de, en = flores_lines(data_dir, "deu_Latn"), flores_lines(data_dir, "eng_Latn")
     root = tmp_path / "bucc2018"
     root.mkdir()
@@ -108,6 +108,19 @@ def test_bucc_on_hidden_flores_translations(tmp_path, data_dir, me5):
     # more neighbours asked for than a side holds (a fuzz: k recorded as given, unsaid)
     res = ok(xm("bench", "bucc", "--data-dir", root, "-k", "256", "--out", tmp_path / "k.json"))
     assert "-k 256: a side of bucc2018 holds " in res.output and "a margin is over at most that many" in res.output
+    # -k 1 is refused as mine refuses it (was: every mutual pair scored alike, an F1 of nothing, exit 0)
+    refused(xm("bench", "bucc", "--data-dir", root, "-k", "1", "--out", tmp_path / "k1.json"),
+            "-k 1 with the ratio margin: a pair's one neighbour is the pair itself")
+    ok(xm("bench", "bucc", "--data-dir", root, "-k", "1", "--margin", "absolute", "--out", tmp_path / "k1.json"))
+    # the default name says each setting given (was: "...-de-enencoder.json" for the default run, and -k,
+    # --margin and --retrieval left out, so two settings claimed one name)
+    import xmine.benchmarks.common as common
+
+    monkeypatch.setattr(common, "results_dir", lambda: tmp_path / "results")
+    ok(xm("bench", "bucc", "--data-dir", root, "-q"))
+    ok(xm("bench", "bucc", "--data-dir", root, "-k", "3", "--margin", "distance", "--retrieval", "intersect", "-q"))
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == [
+        "bucc-me5-small-de-en-k3-distance-intersect.json", "bucc-me5-small-de-en.json"]
     # a pair the folder does not hold: the pairs it does (was: only "no training or sample split")
     refused(xm("bench", "bucc", "--data-dir", root, "--pair", "fr-en", "--out", tmp_path / "fr.json"),
             f"BUCC fr-en: no training or sample split in {root} (it holds de-en)")

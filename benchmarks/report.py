@@ -122,7 +122,9 @@ def _describe(res: dict[str, Any], name: str) -> list[str]:
     prov = res.get("provenance", {})
     enc = res.get("encoder", {})
     projs = res.get("projections") or {}
-    head = f"*{name}*" + (f": encoder `{enc.get('name', '?')}` (dim {enc.get('dim', '?')})" if enc else "")
+    # the precision and runtime measured (was: only the file's name hinted at them, where given)
+    head = f"*{name}*" + (f": encoder `{enc.get('name', '?')}` (dim {enc.get('dim', '?')}, "
+                          f"{enc.get('precision', 'fp32')} on {enc.get('runtime', 'torch')})" if enc else "")
     if (prov.get("parameters") or {}).get("quick") is True and "-quick" not in name:
         head += "; **a --quick smoke run**, not comparable with papers"  # (its name does not say so)
     if projs:

@@ -213,7 +213,12 @@ def test_cli_bench_tatoeba_quick_with_default_encoder_and_report(tmp_path, data_
     md = report.write_report(tmp_path, tmp_path / "RESULTS.md").read_text()
     assert "## Tatoeba retrieval accuracy@1 (%)" in md and "| raw |" in md and "logical cores" in md
     # a --quick run is marked by its parameters, whatever its file is called (was: by a -quick name only)
-    assert "*tatoeba.json*: encoder `me5-small` (dim 384); **a --quick smoke run**, not comparable" in md
+    # it says the precision and runtime measured, as the result records them (auto: bf16 on this CPU)
+    enc = r["encoder"]
+    measured = f"{enc['precision']} on {enc.get('runtime', 'torch')}"
+    assert f"*tatoeba.json*: encoder `me5-small` (dim 384, {measured}); **a --quick smoke run**, not comparable" in md
+    assert f"Tatoeba retrieval accuracy@1 (%): me5-small at {measured}, a --quick subset" \
+        in res.output
     from xmine.errors import OutputError
 
     with pytest.raises(OutputError, match="already exists"):  # replaced only when asked

@@ -1414,6 +1414,20 @@ def test_refusals_name_the_output_and_what_it_is(ws):
             "/proc/xmine-out.tsv: cannot write in /proc (")
 
 
+def test_an_output_on_a_read_only_file_system_is_named_not_its_lock(tmp_path):
+    """(was: "DIR/.R.md.lock: read-only file system", a hidden file named instead of the output)"""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        refused(xm("bench", "report", "--out", folder / "R.md"),
+                f"{folder / 'R.md'}: cannot write in {folder} (read-only file system); choose another output")
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
 def test_a_refused_embed_leaves_no_lock_file_in_a_folder_marked_by_hand(ws):
     """(was: `.lock` added to the user's folder, though the run was refused)"""
     shutil.copy(ws / "store" / ".xmine-output.json", ws / "thesis" / ".xmine-output.json")

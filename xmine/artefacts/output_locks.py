@@ -11,6 +11,7 @@ left exactly as it is (it is only locked, read-only, and never removed).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -62,6 +63,11 @@ def lock_outputs(output: Path, files: Iterable[Path]) -> Iterator[None]:
         yield
 
 
+# A folder that takes no file: read-only, full, over quota (was: "PATH/.NAME.lock: read-only file
+# system", a hidden file named instead of the output)
+_FOLDER_ERRNOS = (errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+
+
 @contextlib.contextmanager
 def _lock_file(output: Path, path: Path) -> Iterator[None]:
     """Exclusive, non-blocking lock on `.NAME.lock` beside `path`. The file is removed on release
@@ -71,7 +77,10 @@ def _lock_file(output: Path, path: Path) -> Iterator[None]:
     while True:
         try:  # (the first file made beside the output: its folder's trouble, named as the output's)
             fd, created = _open_lock(lock)
-        except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
+        except OSError as e:
+            if not isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)) \
+                    and e.errno not in _FOLDER_ERRNOS:
+                raise
             raise OutputError(f"{output}: cannot write in {path.parent} ({e.strerror.lower()}); choose another "
                               "output") from None
         try:

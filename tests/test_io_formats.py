@@ -640,6 +640,10 @@ BAD = {
     # (csv's own words were advice to Python programmers)
     "a CR in an unquoted csv field": ("de.csv", lambda p: p.write_bytes(b"text\nEin Satz.\nZwei\rDrei.\n"), [],
                                       ["de.csv:3", "a line break (\\r) inside an unquoted field: quote the field"]),
+    # (a helper: named the record being read when an 8 KB block was decoded: line 1 of a small file)
+    "invalid utf-8 in csv": ("de.csv", lambda p: p.write_bytes(
+        b"id,text\n" + b"".join(b"d%d,Satz %d.\n" % (i, i) for i in range(30)) + b"d30,Kaputt \xff Satz.\n"),
+        [], ["de.csv:32", "invalid UTF-8 at byte 11 of the line"]),
     "invalid json": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n{"text": "Zwei.\n'),
                      [], ["de.jsonl:2", "invalid JSON"]),
     # (a helper: a .json file holding a JSON array said only "Expecting value")

@@ -181,17 +181,17 @@ class Corpus:
 MAX_LINE_BYTES = 64 << 20
 
 
-class _LineTooLong(Exception):
+class LineTooLong(Exception):
     """A line of more than MAX_LINE_BYTES (iter_lines names the file and line)."""
 
 
-def _raw_lines(f: BinaryIO, cr: bool) -> Iterator[bytes]:
+def raw_lines(f: BinaryIO, cr: bool) -> Iterator[bytes]:
     """The file's lines as bytes (with their end), split on `\\n`, or on `\\r` when `cr`; none
-    longer than MAX_LINE_BYTES (`_LineTooLong`)."""
+    longer than MAX_LINE_BYTES (`LineTooLong`)."""
     if not cr:
         while line := f.readline(MAX_LINE_BYTES + 1):
             if len(line) > MAX_LINE_BYTES:
-                raise _LineTooLong
+                raise LineTooLong
             yield line
         return
     rest = b""
@@ -199,7 +199,7 @@ def _raw_lines(f: BinaryIO, cr: bool) -> Iterator[bytes]:
         parts = (rest + block).split(b"\r")
         rest = parts.pop()
         if len(rest) > MAX_LINE_BYTES or any(len(part) > MAX_LINE_BYTES for part in parts):
-            raise _LineTooLong
+            raise LineTooLong
         for part in parts:
             yield part + b"\n"
     if rest:
@@ -239,7 +239,7 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None,
         st.compression = compression_of(path)
         st.gzip = st.compression == "gzip"
         try:
-            for line_no, raw in enumerate(_raw_lines(f, cr), start=1):
+            for line_no, raw in enumerate(raw_lines(f, cr), start=1):
                 if raw.endswith(b"\n"):
                     raw = raw[:-1]
                 if raw.endswith(b"\r"):
@@ -253,7 +253,7 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None,
                     st.replaced_count += 1
                 st.lines = line_no
                 yield line_no, text
-        except _LineTooLong:
+        except LineTooLong:
             raise InputError(path, f"longer than {MAX_LINE_BYTES >> 20} MiB: no sentence nor record xmine reads "
                                    "(a file without line breaks, or a decompression bomb?)", line=st.lines + 1) from None
         except read_errors() as e:
@@ -368,6 +368,7 @@ def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX
 
 
 __all__ = [
-    "DEFAULT_MAX_CHARS", "MAX_IDENTICAL_SHARE", "Corpus", "CorpusStats", "copies_among", "decode_line",
+    "DEFAULT_MAX_CHARS", "MAX_IDENTICAL_SHARE", "MAX_LINE_BYTES", "Corpus", "CorpusStats", "LineTooLong", "copies_among",
+    "decode_line", "raw_lines",
     "is_blank", "iter_corpus", "iter_lines", "iter_parallel", "read_corpus", "read_parallel", "truncate_for_encoding",
 ]

@@ -14,12 +14,11 @@ chosen by its 1-based number or, with a header, by its name (`column_index`).
 from __future__ import annotations
 
 import csv
-import io
 from pathlib import Path
 from typing import Iterator
 
 from xmine.io.compression import file_head, open_binary, read_errors
-from xmine.io.corpus import CorpusStats, iter_lines
+from xmine.io.corpus import MAX_LINE_BYTES, CorpusStats, LineTooLong, raw_lines, decode_line, iter_lines
 from xmine.errors import InputError
 
 DELIMITED_FORMATS = ("tsv", "csv")
@@ -51,10 +50,16 @@ def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False,
     # counted as a line, shifting the number of every later record by one).
     end = _csv_line_end(path)
     with open_binary(path) as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline=end)
-        # a BOM starting any line goes, as `iter_lines` does: a file joined from several (`cat a.csv b.csv`)
-        # holds one at each file's start, before its quote (was: only the first's, its utf-8-sig)
-        reader = csv.reader((line[1:] if line.startswith("\ufeff") else line for line in text), strict=True)
+        # each physical line decoded alone, so that invalid UTF-8 names its own line (was: the line of
+        # the record being read when an 8 KB chunk was decoded: line 1 of a small file)
+        def lines():
+            for number, line in enumerate(raw_lines(raw, end == "\r"), start=1):
+                body = line.rstrip(b"\r\n")
+                text = decode_line(body, path, number) + line[len(body):].decode("ascii")
+                # a BOM starting any line goes, as `iter_lines` does: a file joined from several
+                # (`cat a.csv b.csv`) holds one at each file's start, before its quote
+                yield text[1:] if text.startswith("\ufeff") else text
+        reader = csv.reader(lines(), strict=True)
         start = 1
         try:
             for fields in reader:
@@ -63,8 +68,9 @@ def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False,
                 elif any(f.strip() for f in fields) or blank_fields:
                     yield start, fields
                 start = reader.line_num + 1
-        except UnicodeDecodeError as e:
-            raise InputError(path, f"invalid UTF-8 ({e.reason}); convert the file to UTF-8", line=start) from None
+        except LineTooLong:
+            raise InputError(path, f"longer than {MAX_LINE_BYTES >> 20} MiB: no record xmine reads (a file without "
+                                   "line breaks?)", line=reader.line_num + 1) from None
         except csv.Error as e:
             if "new-line character seen in unquoted field" in str(e):  # (csv's advice is for Python code)
                 raise InputError(path, "a line break (\\r) inside an unquoted field: quote the field, or remove "

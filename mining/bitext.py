@@ -45,7 +45,7 @@ from xmine.io.stdin import shown_path
 from xmine.store import EmbeddingStore
 from xmine.io.readers import jsonl_records
 from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
-from xmine.mining.mined_output import mined_summary
+from xmine.mining.mined_output import mined_moses_summary, mined_summary
 from xmine.mining.writers import MINED_TSV_TEXT_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,8 @@ class Bitext:
                 raise ConfigError(f"{given} does not apply to PAIRS read as {self.format}; it is for "
                                   f"{' and '.join(formats)} bitexts")
         #: `xmine mine`'s summary (OUT.json) where the bitext is its output, else None
-        self.mined_summary = mined_summary(self.path, self.format) if len(self.paths) == 1 else None
+        self.mined_summary = (mined_summary(self.path, self.format) if len(self.paths) == 1
+                              else mined_moses_summary(self.paths) if self.format == "moses" else None)
         if self.mined_summary is not None and self.format == "tsv" and spec.src_field is None and spec.tgt_field is None:
             # (was: its score column read as the source: "kept 0 of 91 pairs", exit 0)
             log.info("%s is an xmine mining result: its sentences are columns %s and %s", self.path,

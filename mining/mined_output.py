@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from xmine.mining.writers import MINING_KIND
+from xmine.mining.writers import MINING_KIND, moses_suffixes
 
 
 def mined_summary(path: Path, fmt: str) -> dict | None:
@@ -19,6 +19,20 @@ def mined_summary(path: Path, fmt: str) -> dict | None:
         return None
     mined = isinstance(summary, dict) and summary.get("kind") == MINING_KIND and summary.get("format") == fmt
     return summary if mined else None
+
+
+def mined_moses_summary(paths) -> dict | None:
+    """The summary of `xmine mine` where `paths` (source, target) are its Moses files OUT.xx and OUT.yy
+    (OUT.json beside them says so), in the order it wrote them (a pair given the other way round is
+    none of its: its languages would be swapped)."""
+    src, tgt = (Path(p) for p in paths)
+    if src.parent != tgt.parent or src.stem != tgt.stem or not src.suffix or not tgt.suffix:
+        return None
+    summary = mined_summary(src.with_suffix(""), "moses")
+    given = ((summary or {}).get("provenance") or {}).get("parameters") or {}
+    if summary is None or moses_suffixes(given.get("src_lang"), given.get("tgt_lang")) != (src.suffix, tgt.suffix):
+        return None
+    return summary
 
 
 def mined_langs(bitext) -> tuple[str | None, str | None]:
@@ -55,4 +69,4 @@ def mined_in_another_space(bitext, encoder: dict, projection: dict | None) -> st
             f"{given} to score it in the space it was mined in")
 
 
-__all__ = ["mined_in_another_space", "mined_langs", "mined_summary"]
+__all__ = ["mined_in_another_space", "mined_langs", "mined_moses_summary", "mined_summary"]

@@ -636,6 +636,15 @@ def test_a_mining_result_in_every_format_is_judged_in_the_languages_it_was_mined
         ok(xm("score", tmp_path / f"m.{fmt}", "--encoder", "use-m3", "-q", "-o", tmp_path / f"s.{fmt}"))
         assert json.loads((tmp_path / f"s.{fmt}.json").read_text())["filters"]["languages"] == ["de", "en"], fmt
         assert "judge nothing" not in caplog.text, fmt
+    # its Moses pair OUT.de, OUT.en too (a helper: a Moses pair was never read as mine's), in mine's order only
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder",
+          "use-m3", "--format", "moses", "-q", "-o", tmp_path / "mm"))
+    caplog.clear()
+    ok(xm("score", f"{tmp_path / 'mm.de'}:{tmp_path / 'mm.en'}", "--encoder", "use-m3", "-q", "-o", tmp_path / "sm.tsv"))
+    assert json.loads((tmp_path / "sm.tsv.json").read_text())["filters"]["languages"] == ["de", "en"]
+    assert "judge nothing" not in caplog.text
+    ok(xm("score", f"{tmp_path / 'mm.en'}:{tmp_path / 'mm.de'}", "--encoder", "use-m3", "-q", "-o", tmp_path / "sr.tsv"))
+    assert json.loads((tmp_path / "sr.tsv.json").read_text())["filters"]["languages"] == [None, None]  # not swapped
     ok(xm("score", tmp_path / "m.tsv", "--encoder", "use-m3", "--src-lang", "fr", "--tgt-lang", "en", "-q",
           "-o", tmp_path / "g.tsv"))  # the languages given win
     assert json.loads((tmp_path / "g.tsv.json").read_text())["filters"]["languages"] == ["fr", "en"]

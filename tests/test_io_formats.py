@@ -482,8 +482,19 @@ def test_keep_field_carries_document_metadata_to_every_output(corpus, tmp_path):
     refused(xm("mine", d / "de.txt", tmp_path / "en.jsonl", "-q", "--keep-field", "url", "-o", tmp_path / "x"),
             "--keep-field", "de.txt", "plain text")
     refused(xm("mine", tmp_path / "de.jsonl", tmp_path / "en.jsonl", "-q", "--keep-field", "ulr", "-o",
-               tmp_path / "y"), "de.jsonl:1", "'ulr'", "fields: text, url, meta")
+               tmp_path / "y"), "de.jsonl:1", "'ulr': no such field in any record (fields of the first: text, url, meta)")
     assert not (tmp_path / "x").exists() and not (tmp_path / "y.json").exists()
+    # a sparse field that the first record lacks is kept, null where missing (a helper: was refused, "no
+    # such field in the first record", so whether a run started depended on the records' order)
+    for lang in ("de", "en"):
+        (tmp_path / f"{lang}3.jsonl").write_text("".join(json.dumps(
+            {"text": t, **({"src": f"s{i}"} if i > 0 else {})}, ensure_ascii=False) + "\n"
+            for i, t in enumerate(corpus[lang])), encoding="utf-8")
+    ok(xm("mine", tmp_path / "de3.jsonl", tmp_path / "en3.jsonl", *args[3:8], "--keep-field", "src", "-o",
+          tmp_path / "s.jsonl"))
+    kept = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert kept and all(r["src_src"] == (None if r["translation"]["de"] == corpus["de"][0] else
+                                         f"s{corpus['de'].index(r['translation']['de'])}") for r in kept)
 
 
 def test_a_kept_field_may_not_take_a_column_of_xmines_own_nor_share_one(corpus, tmp_path):
@@ -982,3 +993,21 @@ def test_a_bitext_of_blank_lines_a_null_translation_and_a_dataset_of_no_rows_are
     with untouched(tmp_path):
         refused(xm("embed", tmp_path / "hf0", "--lang", "de", "--encoder", "use-m3", "-o", tmp_path / "st"),
                 "hf0: no text in the hf input (0 record(s): a dataset saved with no rows)")
+
+
+def test_a_kept_field_is_looked_for_in_the_first_thousand_records(tmp_path):
+    """A field that none of the first FIELD_SAMPLE records holds is a typo, refused before the run; one
+    that a record among them holds is kept (null where missing), whatever the records' order."""
+    from xmine.io.record_fields import FIELD_SAMPLE, check_fields_readable
+
+    for at, accepted in ((FIELD_SAMPLE, True), (FIELD_SAMPLE + 1, False)):
+        path = tmp_path / f"at{at}.jsonl"
+        path.write_text("".join(json.dumps({"text": f"Satz {i}.", **({"url": "u"} if i == at else {})}) + "\n"
+                                for i in range(1, FIELD_SAMPLE + 3)), encoding="utf-8")
+        if accepted:
+            check_fields_readable(path, None, ["url"], option="--keep-field")
+            continue
+        with pytest.raises(InputError) as e:
+            check_fields_readable(path, None, ["url"], option="--keep-field")
+        assert str(e.value) == (f"{path}:1: --keep-field 'url': no such field in any of the first 1,000 records "
+                                "(fields of the first: text)")

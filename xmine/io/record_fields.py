@@ -5,8 +5,8 @@ The store keeps only each sentence's record number (and id); the fields are read
 when the output is written, for the records the output needs, one record at a time, into a file
 of their values that the writers read a pair at a time: memory is two integers per mined pair,
 never the values (a URL each: ten times the pairs' own arrays) and never the corpus. A record
-without the field gives None; a field that the first record read lacks is refused (most likely a
-typo), naming the file and line. Values are kept as strings (objects, lists and booleans as JSON).
+without the field gives None; a field that none of the first `FIELD_SAMPLE` records holds is
+refused (most likely a typo), naming the file and the first record's fields. Values are kept as strings (objects, lists and booleans as JSON).
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def kept_field_columns(names: Sequence[str], role: str) -> list[str]:
 
 
 def check_fields_readable(path: str | Path, spec: InputFormat | None, names: Sequence[str], *, option: str) -> None:
-    """Refuse `--keep-field` for an input whose records have no fields, or whose first record lacks
-    one of `names` (before anything is written)."""
+    """Refuse `--keep-field` for an input whose records have no fields, or one of `names` that none of
+    its first `FIELD_SAMPLE` records holds (before anything is written)."""
     path = Path(path)
     if artefact_kind(path, spec) != "text":
         raise ConfigError(f"{option}: {path} is an xmine artefact; the fields are read from a corpus: give the "
@@ -68,18 +68,49 @@ def check_fields_readable(path: str | Path, spec: InputFormat | None, names: Seq
         raise ConfigError(f"{option}: {path} is read as plain text, whose lines have no fields; a file of records "
                           "is named .jsonl, .csv or .parquet, or given as such with --input-format (or "
                           "--src-input-format/--tgt-input-format), e.g. tsv")
+    check = _FieldCheck(path, names, option)
     with closing(_records(path, spec or InputFormat())) as records:
         for number, record in records:
-            _check_first(path, record, number, names, option)
-            break
+            if check.saw(number, record):
+                break
+        else:
+            check.done()
 
 
-def _check_first(path: Path, record: dict, number: int, names: Sequence[str], option: str) -> None:
-    for name in names:
-        if field_at(record, name) is MISSING:
-            shown = ", ".join(list(record)[:12]) if isinstance(record, dict) else f"a {type(record).__name__}"
-            raise InputError(path, f"{option} {name!r}: no such field in the first record (fields: {shown})",
-                             line=number)
+#: the records a kept field is looked for in before the run: a field none of them holds is taken for a
+#: typo (a sparse field, missing from some records, is written as null; was: refused where the first
+#: record alone lacked it, so whether a run started depended on the records' order)
+FIELD_SAMPLE = 1000
+
+
+class _FieldCheck:
+    """Refuses the kept fields that none of a corpus's first `FIELD_SAMPLE` records holds."""
+
+    def __init__(self, path: Path, names: Sequence[str], option: str):
+        self.path, self.option, self.missing, self.seen, self.first = path, option, list(names), 0, None
+
+    def saw(self, number: int, record: dict) -> bool:
+        """Note a record (in file order); True once the check is over (passed, or refused by raising)."""
+        if self.first is None:
+            self.first = (number, record)
+        self.missing = [name for name in self.missing if field_at(record, name) is MISSING]
+        self.seen += 1
+        if not self.missing:
+            return True
+        if self.seen >= FIELD_SAMPLE:
+            self.done()
+        return False
+
+    def done(self) -> None:
+        """The records are over (or the sample is): refuse what is still missing."""
+        if not self.missing or self.first is None:
+            return
+        number, record = self.first
+        shown = ", ".join(list(record)[:12]) if isinstance(record, dict) else f"a {type(record).__name__}"
+        names = " and ".join(repr(name) for name in self.missing)
+        where = "any record" if self.seen < FIELD_SAMPLE else f"any of the first {FIELD_SAMPLE:,} records"
+        raise InputError(self.path, f"{self.option} {names}: no such field in {where} (fields of the first: "
+                                    f"{shown})", line=number)
 
 
 def _records(path: Path, spec: InputFormat) -> Iterator[tuple[int, dict]]:
@@ -147,14 +178,17 @@ def record_fields(path: str | Path, spec: InputFormat | None, names: Sequence[st
     line_of_record = np.full(len(wanted), -1, dtype=np.int64)  # (-1: the record was not found)
     offsets, lines = array("q", [0]), 0  # (8 bytes a record, not a Python int's 36)
     fd, values_file = tempfile.mkstemp(dir=directory, prefix="kept-fields-", suffix=".jsonl")
-    first = True
+    # (checked before the command started; the file may have changed since)
+    check = _FieldCheck(path, names, "--keep-field")
+    checking = True
     with open(fd, "wb") as out, closing(_records(path, spec)) as read:
         for number, record in read:
-            if first:  # (checked before the command started; the file may have changed since)
-                _check_first(path, record, number, names, "--keep-field")
-                first = False
-            if lines == len(wanted):  # (every record wanted found: the rest of the corpus is not read)
-                break
+            if checking:
+                checking = not check.saw(number, record)
+            if lines == len(wanted):  # (every record wanted found: the rest is read only while the check runs)
+                if not checking:
+                    break
+                continue
             k = min(int(np.searchsorted(wanted, number)), len(wanted) - 1)
             if wanted[k] != number or line_of_record[k] >= 0:
                 continue
@@ -166,10 +200,12 @@ def record_fields(path: str | Path, spec: InputFormat | None, names: Sequence[st
             out.write(line)
             offsets.append(offsets[-1] + len(line))
             line_of_record[k], lines = lines, lines + 1
+        else:
+            check.done()
     column = TextColumn(Path(values_file), np.frombuffer(offsets, dtype=np.int64))
     line_of_pair = line_of_record[np.searchsorted(wanted, records)] if len(records) else line_of_record[:0]
     last: list = [-1, []]
     return [KeptFieldColumn(column, line_of_pair, j, last) for j in range(len(names))]
 
 
-__all__ = ["FIELD_FORMATS", "SIDE_COLUMNS", "KeptFieldColumn", "check_fields_readable", "kept_field_columns", "record_fields"]
+__all__ = ["FIELD_FORMATS", "FIELD_SAMPLE", "SIDE_COLUMNS", "KeptFieldColumn", "check_fields_readable", "kept_field_columns", "record_fields"]

@@ -22,7 +22,7 @@ import click
 import numpy as np
 
 from xmine.artefacts.fileio import read_json
-from xmine.benchmarks.common import RESULT_KIND, Variant, default_out, safe_name, write_result
+from xmine.benchmarks.common import RESULT_KIND, Variant, default_out, format_table, safe_name, write_result
 from xmine.benchmarks.runner import ENCODER_HELP, encoder_of, variant_tag
 from xmine.calibration import DEFAULT_MARGIN
 from xmine.io.dedup import dedup
@@ -348,17 +348,22 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
         for split in ("train", "test"):
             r = result[split]
             if r is not None:
-                click.echo(f"{pair} {r['split']}: P {r['precision']:.4f}  R {r['recall']:.4f}  F1 {r['f1']:.4f} "
-                           f"(threshold {result['threshold']:.4f})")
                 rows.append([r["split"], *(round(100 * r[m], 1) for m in ("precision", "recall", "f1")),
                              r["pairs"], r["gold"], f"{result['threshold']:.4f}"])  # (a string: the report's digits)
-        if result["test"] is None:
-            click.echo(f"(no test gold: the {result['train']['split']} split only)")
         fp = result["projection"]
         name = "raw" if fp is None else "default:meaning" if fp.get("shipped") else f"{Path(fp['path']).name}:meaning"
+        columns = ["split", "P", "R", "F1", "pairs", "gold", "threshold"]
+        # a title and a table, as every bench command prints (was: a loose line a split)
+        made = encoder.fingerprint()
+        click.echo(f"BUCC 2018 {pair}, {name} {result['margin']} margin, threshold tuned for F1 on the training "
+                   f"gold (%): {made['name']} at {made.get('precision', 'fp32')} on {made.get('runtime', 'torch')}",
+                   err=True)
+        click.echo(format_table(columns, rows))
+        if result["test"] is None:
+            click.echo(f"(no test gold: the {result['train']['split']} split only)")
         write_result(out, task="bucc", encoder=encoder,
                      variants=[Variant(name, "raw" if fp is None else "meaning", None, fp)],
-                     data_files=result["files"], columns=["split", "P", "R", "F1", "pairs", "gold", "threshold"],
+                     data_files=result["files"], columns=columns,
                      rows=rows, details={name: result}, seconds=time.time() - started, parameters={
                          "data_dir": str(Path(data_dir).absolute()) if data_dir else None, "pair": pair,
                          "projection": str(projection) if projection else None, "k": k, "margin": result["margin"],

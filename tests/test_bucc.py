@@ -97,6 +97,11 @@ def test_bucc_on_hidden_flores_translations(tmp_path, data_dir, me5, monkeypatch
                                                      ("precision", "recall", "f1")), detail["train"]["pairs"], 60,
                                        f"{detail['threshold']:.4f}"]]
     assert saved["provenance"]["parameters"]["pair"] == "de-en" and "(no test gold: the training split only)" in res.output
+    # a title saying what measured it and a table, as every bench command prints (was: a loose line a split)
+    assert "BUCC 2018 de-en, raw ratio margin, threshold tuned for F1 on the training gold (%): me5-small at " in res.output
+    table = res.output.splitlines()
+    header = next(i for i, line in enumerate(table) if line.split() == saved["table"]["columns"])
+    assert table[header + 2].split() == [str(c) for c in saved["table"]["rows"][0]]
     ok(xm("verify", out))
     # a result the earlier `bench bucc` wrote (kind bucc-result) is replaced with --overwrite, as before
     from xmine.artefacts.fileio import atomic_write_manifest

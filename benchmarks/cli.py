@@ -118,8 +118,8 @@ def massive_cmd(data_dir, quick, locales, partition, max_rows, per_locale):
               help="Locales with an annotated test split (annot_utt): en-US, de-DE, sw-KE in the shared copy.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the slot-value draws.")
 @click.option("--write-pairs", type=GivenPath(file_okay=False, path_type=Path), default=None,
-              help="Also write the generated pairs as DIR/massive-templates-<locale>-seed<N>.jsonl (each with a "
-                   "sidecar .jsonl.json saying how it was made; replaced only with --overwrite).")
+              help="Also write the generated pairs as DIR/massive-templates-<locale>-seed<N>[-quick].jsonl (each "
+                   "with a sidecar .jsonl.json saying how it was made; replaced only with --overwrite).")
 def massive_templates_cmd(data_dir, quick, locales, seed, write_pairs):
     """MASSIVE monolingual template retrieval accuracy@1 (%) (FMDA section 4.3.2, Table 3).
 
@@ -267,7 +267,9 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
                                                                                             (dream_dirs, "--dream")))
     encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime, prefix=prompt,
                            prompt_name=prompt_name)
-    tag = variant_tag(exclude=("fmda_dirs", "dream_dirs", "out_dir", "precision", "runtime"))
+    # --precision and --runtime as given, as every bench command names them (was: the ones auto resolved
+    # to, so the default run's name changed with the machine)
+    tag = variant_tag(exclude=("fmda_dirs", "dream_dirs", "out_dir"))
     paths = fmda_tables.run(encoder, folder, fmda, dream, out_dir=out_dir or common.results_dir(), seed=seed,
                             quick=quick, overwrite=overwrite, command="xmine " + " ".join(sys.argv[1:]), tag=tag,
                             show_progress=not quiet)

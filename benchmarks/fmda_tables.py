@@ -158,9 +158,7 @@ def run(encoder, folder, fmda_dirs: dict[str, str], dream_dirs: dict[str, str], 
     if set(fmda_dirs) != set(dream_dirs):
         raise ConfigError(f"give --fmda and --dream for the same locales (got {sorted(fmda_dirs)} and {sorted(dream_dirs)})")
     tasks = ("fmda_table2", "fmda_table3")
-    outs = {t: Path(out_dir) / common.default_out(t, encoder.name + tag, quick=quick, precision=encoder.precision,
-                                                      runtime=getattr(encoder, "runtime", "torch")).name
-            for t in tasks}
+    outs = {t: Path(out_dir) / common.default_out(t, encoder.name + tag, quick=quick).name for t in tasks}
     inputs = [folder, *fmda_dirs.values(), *dream_dirs.values()]
     with contextlib.ExitStack() as claims:
         for t in tasks:

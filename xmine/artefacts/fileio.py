@@ -310,7 +310,8 @@ class VerifiedFiles:
 _KIND_PHRASES = {"sentence-transformer-portable": "portable sentence-transformers export",
                  "sentence-transformer-export": "sentence-transformers export",
                  "mining-sets": "folder of `bench mining` sets",
-                 "scored-pairs": "scored bitext (xmine score)"}
+                 "scored-pairs": "scored bitext (xmine score)",
+                 "massive-template-pairs": "file of MASSIVE template pairs"}
 
 
 def kind_label(kind: str) -> str:

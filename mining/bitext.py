@@ -294,6 +294,10 @@ class Bitext:
             if picked:
                 s, t = (f"translation.{k}" for k in picked)
                 return self.spec.src_field or s, self.spec.tgt_field or t
+            if not (self.spec.src_field or self.spec.tgt_field):  # (was: "no field 'src' (fields: translation)")
+                raise InputError(self.path, f"its `translation` objects hold {len(keys)} languages "
+                                            f"({', '.join(map(str, keys[:8]))}); say which two with --src-lang and "
+                                            "--tgt-lang (or --src-field translation.KEY --tgt-field translation.KEY)")
         return self.spec.src_field or "src", self.spec.tgt_field or "tgt"
 
     def _texts(self, record: Any, fields: tuple[str, str], where: str, line: int | None) -> tuple[str, str]:

@@ -621,6 +621,14 @@ def test_blank_rows_are_kept_as_empty_pairs_and_translation_entries_must_match_t
           "-q"))
     made = json.loads((tmp_path / "d.jsonl.json").read_text())["provenance"]["parameters"]["bitext"]
     assert made["fields_read"] == ["translation.de", "translation.en"]
+    # three languages and none named: which two to score (a helper: was "no field 'src' (fields: translation)")
+    three = tmp_path / "three.jsonl"
+    three.write_text("".join(json.dumps({"translation": {"de": d, "en": e, "fr": f}}) + "\n"
+                             for d, e, f in (("Hallo.", "Hello.", "Bonjour."), ("Gut.", "Good.", "Bien."))),
+                     encoding="utf-8")
+    refused(xm("score", three, "--encoder", "use-m3", "-o", tmp_path / "3.tsv"),
+            f"{three}: its `translation` objects hold 3 languages (de, en, fr); say which two with --src-lang and "
+            "--tgt-lang")
 
 
 def test_a_mining_result_in_every_format_is_judged_in_the_languages_it_was_mined_in(data_dir, tmp_path, caplog):

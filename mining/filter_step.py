@@ -80,10 +80,13 @@ def note_side_left(role: str, shown, share: float, lang: str, check: dict | None
     as it is (`language_filter`: a `share` of it in another language than `lang`), with what the
     declared-language check found (`check`, `check_declared`'s record; was: two lines a side, one
     of them not naming the language)."""
-    looks = (f"; {check['share']:.0%} of {check['sample']} sampled lines look like {check['looks_like']!r}"
-             if check and check.get("status") == "mismatch" else "")
-    log.warning(f"{shown}: {share:.0%} of its sentences are identified as another language than "
-                f"--{role}-lang {lang}{looks}; the automatic language filter leaves this side as it is (check "
+    # (two measures: the filter's share counts the sentences not surely `lang` too, the check's the lines
+    # whose likeliest language is another; was: "95% ... another language; 100% ... look like 'eng'", which read
+    # as a contradiction)
+    looks = (f"; the likeliest language of {check['share']:.0%} of {check['sample']} sampled lines is "
+             f"{check['looks_like']!r}" if check and check.get("status") == "mismatch" else "")
+    log.warning(f"{shown}: {share:.0%} of its sentences fail the language filter for --{role}-lang {lang} (another "
+                f"language, or not surely {lang}){looks}; the automatic language filter leaves this side as it is (check "
                 f"--{role}-lang; --lang-filter forces the filter; recorded in the summary)")
 
 

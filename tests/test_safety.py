@@ -1159,11 +1159,12 @@ def test_a_mislabelled_side_is_warned_about_and_recorded(ws, me5, caplog):
     assert "Traceback" not in res.output and "Usage:" not in res.output  # one line, not click's usage block
     # (the CLI prints log records to stderr as `xmine: ...`; under pytest they go to caplog)
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and (
-        "look like" in r.getMessage() or "another language" in r.getMessage())]
+        "likeliest language" in r.getMessage() or "another language" in r.getMessage())]
     assert len(warned) == 2 and all("\n" not in w for w in warned), warned
-    assert warned[0].startswith(f"src {ws / 'de.txt'}: 100% of its sentences are identified as another language than "
-                                "--src-lang en; ") and "sampled lines look like 'deu'" in warned[0], warned
-    assert "look like 'eng'" in warned[1] and "the automatic language filter leaves this side as it is" in warned[1]
+    assert warned[0].startswith(f"src {ws / 'de.txt'}: 100% of its sentences fail the language filter for "
+                                "--src-lang en (another language, or not surely en); ") \
+        and "sampled lines is 'deu'" in warned[0], warned
+    assert "sampled lines is 'eng'" in warned[1] and "the automatic language filter leaves this side as it is" in warned[1]
     check = json.loads((ws / "m.tsv.json").read_text())["language_check"]
     assert check["src"]["status"] == check["tgt"]["status"] == "mismatch"
     assert check["src"]["looks_like"] == "deu" and check["src"]["share"] > 0.8 and check["src"]["sample"] == N

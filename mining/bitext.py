@@ -150,6 +150,9 @@ class Bitext:
         #: `xmine mine`'s summary (OUT.json) where the bitext is its output, else None
         self.mined_summary = (mined_summary(self.path, self.format) if len(self.paths) == 1
                               else mined_moses_summary(self.paths) if self.format == "moses" else None)
+        if self.mined_summary is not None and self.mined_summary.get("pairs") == 0:  # (was: "file is empty")
+            raise InputError(self.path, "holds no pair: the `xmine mine` run that wrote it kept none (its summary says "
+                                        "0 pairs); nothing to score")
         if self.mined_summary is not None and self.format == "tsv" and spec.src_field is None and spec.tgt_field is None:
             # (was: its score column read as the source: "kept 0 of 91 pairs", exit 0)
             log.info("%s is an xmine mining result: its sentences are columns %s and %s", self.path,

@@ -655,6 +655,12 @@ def test_a_mining_result_in_every_format_is_judged_in_the_languages_it_was_mined
     assert json.loads((tmp_path / "sr.tsv.json").read_text())["filters"]["languages"] == [None, None]  # not swapped
     ok(xm("score", tmp_path / "m.tsv", "--encoder", "use-m3", "--src-lang", "fr", "--tgt-lang", "en", "-q",
           "-o", tmp_path / "g.tsv"))  # the languages given win
+    # a mining result of no pair: said so (was: "file is empty", as if the file were the user's mistake)
+    for fmt in ("tsv", "jsonl"):
+        ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder",
+              "use-m3", "--threshold", "10", "-q", "-o", tmp_path / f"none.{fmt}"))
+        refused(xm("score", tmp_path / f"none.{fmt}", "--encoder", "use-m3", "-q", "-o", tmp_path / f"sn.{fmt}"),
+                f"none.{fmt}: holds no pair: the `xmine mine` run that wrote it kept none")
     assert json.loads((tmp_path / "g.tsv.json").read_text())["filters"]["languages"] == ["fr", "en"]
 
 

@@ -1518,6 +1518,21 @@ def test_a_stop_after_the_output_was_finished_says_it_is_complete(ws, sig):
     assert f"xmine: {what}; any work it had finished is kept: run the same command again to resume." in said, said
 
 
+def test_a_training_stopped_with_restart_says_to_resume_without_it(ws):
+    """(a helper: an interrupted `train --restart` said "run the same command again to resume", and that
+    command, --restart again, discarded the checkpoint and trained from scratch)"""
+    args = ["train", "--method", "seed", "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}", "--encoder", "use-m3",
+            "--max-epochs", 5, "-q", "-o", ws / "p"]
+    with paused_xmine("xmine.disentangle.train_checkpoint:save", 1, *args, "--restart") as proc:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        said = log_of(proc)
+    assert proc.returncode == 130, said
+    assert "xmine: interrupted; any work it had finished is kept: run the command again without --restart to resume" \
+        in said, said
+    ok(xm(*args))  # the advice runs (a resumed run equals an uninterrupted one: test_disentangle)
+
+
 _HELD_AT_EXIT = """
 import atexit, pathlib, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # (as a terminal delivers it; see paused_xmine)

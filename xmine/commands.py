@@ -116,7 +116,7 @@ def describe_auto_precision() -> str:
 @click.option("--overwrite", is_flag=True,
               help="Rebuild the store (or discard an interrupted run) made from another input or settings, "
                    "instead of refusing.")
-@precision_option(default_from="the precision of the finished store OUT")
+@precision_option(default_from="the precision of the finished store OUT (not with --overwrite)")
 @quiet_option(help="No progress bar.")
 @click.option("--embeddings", "embeddings_file", default=None, type=click.Path(path_type=str), is_eager=True,
               callback=encodes_nothing,
@@ -161,7 +161,9 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     # and projection: for its own encoder only (was: a me5-small store's "openvino" asked of use-m3,
     # which refused it, and its projection of another encoder, even with --overwrite; hiding that
     # the encoders differ, which the store's writer says).
-    finished = artefact_encoder([out_dir])
+    # With --overwrite the store is replaced, so its settings are no defaults (was: its projection kept
+    # without a word, and a prompt given refused for it)
+    finished = None if overwrite else artefact_encoder([out_dir])
 
     def finished_by(name: str):
         return finished if finished is not None and finished.name == name else None

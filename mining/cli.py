@@ -27,7 +27,7 @@ from xmine.mining.cli_options import (approximate_option, conflicts_as_usage_err
                                       format_of_directory, k_option, margin_option, output_options,
                                       pair_filter_options, search_options, selection_options, src_lang_option,
                                       tgt_lang_option, threshold_options)
-from xmine.mining.config import (MAX_K, MineConfig, SearchConfig, SelectionConfig, SideInput, check_k_for_margin,
+from xmine.mining.config import (MineConfig, SearchConfig, SelectionConfig, SideInput, check_k_for_margin,
                                  check_score_cap, score_cap_on_margin)
 from xmine.mining.pipeline import mine as run_mine
 from xmine.mining.score_output import SCORE_FORMATS
@@ -270,8 +270,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 @click.option("--data-dir", type=GivenPath(file_okay=False, path_type=Path), default=None,
               help="Folder of the data sets (holding parallel/flores200/devtest); default: $XMINE_DATA or "
                    "../shared/data beside the checkout.")
-@k_option(type=click.IntRange(min=2, max=MAX_K),
-          help="Neighbours of the margin, as mine's -k (2 or more: with 1, a pair's neighbour is itself).")
+@k_option(help="Neighbours of the margin, as mine's -k (2 or more: with 1, a pair's neighbour is itself).")
 @click.option("-o", "--out", required=True, type=GivenPath(path_type=Path),
               help="Calibration record to write (JSON); `xmine mine --calibration OUT` uses it.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier calibration record.")

@@ -208,7 +208,7 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
     refused(xm("calibrate", "--encoder", "use-m3", "--src-lang", "xx", "--tgt-lang", "en", "--data-dir", data_dir,
                "-o", tmp_path / "x.json"), "'xx' is not a known language code")
     refused(xm("calibrate", "--encoder", "use-m3", "--src-lang", "de", "--tgt-lang", "en", "--data-dir", data_dir,
-               "-k", "1", "-o", tmp_path / "x.json"), "'-k' / '--k': 1 is not in the range 2<=x<=256")
+               "-k", "1", "-o", tmp_path / "x.json"), "-k 1: the record's margins need k >= 2")
     assert not (tmp_path / "x.json").exists()
 
 

@@ -300,7 +300,7 @@ def test_cli_bench_with_projection_meaning_and_language_rows(tmp_path, data_dir,
         "--langs", "deu,fra", "--max-pairs", "100", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert json.loads(out.read_text())["encoder"]["name"] == "use-m3"
-    assert "Tatoeba retrieval accuracy@1 (%)\n" in res.output  # what the table's numbers are (was: not said)
+    assert "Tatoeba retrieval accuracy@1 (%): use-m3 at fp32 on torch\n" in res.output  # what the table's numbers are (was: not said)
     r = json.loads(out.read_text())
     assert [row[0] for row in r["table"]["rows"]] == ["raw", "center-usem3:meaning", "center-usem3:language"]
     assert r["projections"]["center-usem3"]["method"] == "center"

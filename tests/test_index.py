@@ -418,7 +418,8 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkey
 def test_training_on_fewer_vectors_than_faiss_wants_is_said_once_and_trains_the_same(capfd, caplog):
     """FAISS warned once per PQ sub-quantiser (64 lines "WARNING clustering 334 points to 16
     centroids" on a small --approximate run); it is now one line of xmine's naming the shortfall,
-    and the trained index is byte for byte the one FAISS trains with its warning on."""
+    and the trained index is byte for byte the one FAISS trains with its warning on (without polysemous
+    training, as xmine trains every PQ: test_pq_is_trained_without_polysemous_training_and_finds_the_same)."""
     import faiss
 
     from xmine.index.build import Training, train_index
@@ -446,6 +447,7 @@ def test_training_on_fewer_vectors_than_faiss_wants_is_said_once_and_trains_the_
     said = [r.getMessage() for r in caplog.records if "fewer than FAISS wants" in r.getMessage()]
     assert len(said) == 1 and "the OPQ rotation's PQ wants 9,984 for its 256 centroids" in said[0], said
     reference = faiss.index_factory(64, "OPQ4,IVF4,PQ4", faiss.METRIC_INNER_PRODUCT)
+    faiss.downcast_index(faiss.extract_index_ivf(reference)).do_polysemous_training = False  # (as xmine trains)
     reference.train(sample)
     assert "WARNING clustering" in capfd.readouterr().err
     assert trained == bytes(faiss.serialize_index(reference))

@@ -309,8 +309,7 @@ class VerifiedFiles:
 #: Kinds whose names, their dashes read as spaces, are no phrase ("an xmine sentence transformer portable").
 _KIND_PHRASES = {"sentence-transformer-portable": "portable sentence-transformers export",
                  "sentence-transformer-export": "sentence-transformers export",
-                 "mining-sets": "folder of `bench mining` sets",
-                 "scored-pairs": "scored bitext (xmine score)",
+                 "mining-sets": "folder of `bench mining` sets", "scored-pairs": "scored bitext (xmine score)",
                  "massive-template-pairs": "file of MASSIVE template pairs"}
 
 

@@ -254,9 +254,9 @@ def choose_index(
         # OPQ's rotation on at least a vector a dimension).
         train = int(min(n, max(train, 2**pq_bits * MIN_TRAIN_PER_LIST, dim if kind == "opq" else 0)))
         codebook = 2**pq_bits * MIN_TRAIN_PER_LIST
-        if n < codebook:  # k-means of 2**bits centroids per sub-quantiser on too few points: slow, and poor
+        if n < codebook:  # k-means of 2**bits centroids per sub-quantiser on too few points: poor
             log.warning(f"PQ{m}: {m} codebooks of {2**pq_bits} centroids trained on {n:,} vectors (FAISS advises >= "
-                        f"{codebook:,}): training is slow and the codes are coarse; for so few vectors "
+                        f"{codebook:,}): the codes are coarse; for so few vectors "
                         "--index-type flat or ivf is exact or close to it, and fast")
     factory = index_factory(kind, nl, m, pq_bits)
     # stopes searches 128 lists; a quarter of them on smaller indexes, but at least 8 (all of a

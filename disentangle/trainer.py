@@ -32,6 +32,7 @@ import numpy as np
 from xmine.artefacts.directory import provenance
 from xmine.io.corpus import truncate_for_encoding
 from xmine.disentangle.data import discover_pairs
+from xmine.disentangle.meaning_check import check_meaning_kept, meaning_retrieval
 from xmine.disentangle.sample import VALID_SPLITS, check_alignment, sample_pairs
 from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
@@ -369,8 +370,8 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
         model.language_means.copy_(sums / counts.clamp(min=1).unsqueeze(1).float())
     else:
         if state["epoch"] == 0 and not state["history"]:
-            v0, _ = validation_loss(model, method, data, config)
-            state["initial_valid_loss"] = v0
+            state["initial_valid_loss"] = v0 = validation_loss(model, method, data, config)[0]
+            state["initial_meaning_retrieval"] = meaning_retrieval(model, data)  # (`meaning_check`)
             log(f"epoch 0: valid loss {v0:.4f} (untrained)")
 
         def epoch() -> dict[str, Any]:
@@ -392,15 +393,14 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
                    show_progress=show_progress, log=log, epoch=epoch,
                    checkpoint=lambda: save(ckpt_path, signature, model=model, optimizers=optimizers, gen=gen,
                                            state=state))
-        untrained = state.get("initial_valid_loss")
-        # No epoch below the untrained model: such a projection is worse than none (a --lr too high, typically), so
-        # it is refused rather than written with exit 0 and no word (a warning is easily missed, the file used).
-        if untrained is not None and state["best_loss"] >= untrained:
+        # No epoch below the untrained model, or a meaning part lost (`meaning_check`): worse than none, so refused.
+        if (untrained := state.get("initial_valid_loss")) is not None and state["best_loss"] >= untrained:
             raise ConfigError(f"training never improved on the untrained model: best validation loss "
                               f"{state['best_loss']:.4f} (epoch {state['best_epoch']}), untrained {untrained:.4f}, "
                               f"at --lr {config.lr:g}; no projection written: lower --lr (with --restart, as its "
                               f"checkpoint in {ckpt_path.parent} is of this --lr) or raise --max-epochs (resumed "
                               "from it)")
+        check_meaning_kept(state, model, data, lr=config.lr, checkpoint=ckpt_path)
 
     langid = _fit_langid(model, data, sample.languages)
     log(f"held-out language identification accuracy: {langid['accuracy']:.4f}")

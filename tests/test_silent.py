@@ -558,6 +558,16 @@ def test_a_training_that_never_beats_the_untrained_model_writes_no_projection(ma
                "-q", "-o", tmp_path / "p"), "never improved on the untrained model", "--lr 10",
             "lower --lr (with --restart")
     assert not (tmp_path / "p" / "manifest.json").exists()
+    # MEAT's validation loss holds no term keeping translations together: at --lr 10 it falls while the
+    # meaning part turns to noise (a helper: exit 0, the meaning part retrieving 9-12% of held-out
+    # translations); refused by the meaning part's held-out retrieval against the untrained model's
+    said = refused(xm("train", "--method", "meat", "--pairs", pairs, "--encoder", "use-m3", "--lr", 10, "--max-epochs",
+                      8, "-q", "-o", tmp_path / "m"), "training lost the meaning part: it retrieves", "--lr 10")
+    kept, untrained = (float(v) for v in re.findall(r"([0-9.]+)%", said)[:2])
+    assert kept < 0.75 * untrained and untrained >= 90, said
+    assert not (tmp_path / "m" / "manifest.json").exists()
+    ok(xm("train", "--method", "meat", "--pairs", pairs, "--encoder", "use-m3", "--max-epochs", 8, "-q",
+          "-o", tmp_path / "m2"))  # at its default --lr it keeps them
     # the advice works as said (was: "lower --lr", which was then refused for the checkpoint's other --lr)
     ok(xm("train", "--method", "seed", "--pairs", pairs, "--encoder", "use-m3", "--max-epochs", 2, "--restart",
           "-q", "-o", tmp_path / "p"))

@@ -22,7 +22,7 @@ import click
 import numpy as np
 
 from xmine.artefacts.fileio import read_json
-from xmine.benchmarks.common import RESULT_KIND, Variant, default_out, format_table, safe_name, write_result
+from xmine.benchmarks.common import RESULT_KIND, Variant, default_out, format_table, run_at, safe_name, write_result
 from xmine.benchmarks.runner import ENCODER_HELP, encoder_of, variant_tag
 from xmine.calibration import DEFAULT_MARGIN
 from xmine.io.dedup import dedup
@@ -356,7 +356,7 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
         # a title and a table, as every bench command prints (was: a loose line a split)
         made = encoder.fingerprint()
         click.echo(f"BUCC 2018 {pair}, {name} {result['margin']} margin, threshold tuned for F1 on the training "
-                   f"gold (%): {made['name']} at {made.get('precision', 'fp32')} on {made.get('runtime', 'torch')}",
+                   f"gold (%): {made['name']} at {run_at(made)}",
                    err=True)
         click.echo(format_table(columns, rows))
         if result["test"] is None:

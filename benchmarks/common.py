@@ -269,6 +269,11 @@ def results_dir() -> Path:
     return root / "results"
 
 
+def run_at(encoder: dict) -> str:
+    """How an encoder record (a fingerprint) ran: "bf16 on openvino"; one without them is fp32 on torch."""
+    return f"{encoder.get('precision', 'fp32')} on {encoder.get('runtime', 'torch')}"
+
+
 def default_out(task: str, encoder_name: str, *, quick: bool = False, precision: str = "fp32",
                 runtime: str = "torch") -> Path:
     """benchmarks/results/<task>-<encoder>[-<precision>][-<runtime>][-quick].json; fp32 on torch keeps the

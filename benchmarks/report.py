@@ -25,7 +25,7 @@ from typing import Any
 from xmine.artefacts.fileio import atomic_write_text, unseal
 from xmine.artefacts.output_state import md_header
 from xmine.artefacts.verify import RESULT_KINDS, result_table_problem
-from xmine.benchmarks.common import machine, results_dir
+from xmine.benchmarks.common import machine, results_dir, run_at
 from xmine.artefacts.outputs import claim_output
 from xmine.errors import DamagedManifestError, InputError
 
@@ -123,8 +123,8 @@ def _describe(res: dict[str, Any], name: str) -> list[str]:
     enc = res.get("encoder", {})
     projs = res.get("projections") or {}
     # the precision and runtime measured (was: only the file's name hinted at them, where given)
-    head = f"*{name}*" + (f": encoder `{enc.get('name', '?')}` (dim {enc.get('dim', '?')}, "
-                          f"{enc.get('precision', 'fp32')} on {enc.get('runtime', 'torch')})" if enc else "")
+    head = f"*{name}*" + (f": encoder `{enc.get('name', '?')}` (dim {enc.get('dim', '?')}, {run_at(enc)})"
+                          if enc else "")
     if (prov.get("parameters") or {}).get("quick") is True and "-quick" not in name:
         head += "; **a --quick smoke run**, not comparable with papers"  # (its name does not say so)
     if projs:

@@ -203,8 +203,8 @@ def finish(task, details, *, parameters, columns, rows, files=None, digits: int 
     # what the numbers are (their unit, the metric) and what measured them (was: the title alone, the
     # precision and runtime that --precision auto chose unsaid)
     fp = run["encoder"].fingerprint()
-    click.echo(f"{TASK_TITLES.get(task, task)}: {fp['name']} at {fp.get('precision', 'fp32')} on "
-               f"{fp.get('runtime', 'torch')}" + ", a --quick subset" * bool(run["quick"]), err=True)
+    click.echo(f"{TASK_TITLES.get(task, task)}: {fp['name']} at {common.run_at(fp)}"
+               + ", a --quick subset" * bool(run["quick"]), err=True)
     click.echo(common.format_table(columns, rows, digits=digits))
     common.write_result(run["out"], task=task, encoder=run["encoder"], variants=run["variants"],
                         data_files=next(iter(details.values()))["files"] if files is None else files,

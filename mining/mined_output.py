@@ -29,8 +29,7 @@ def mined_moses_summary(paths) -> dict | None:
     if src.parent != tgt.parent or src.stem != tgt.stem or not src.suffix or not tgt.suffix:
         return None
     summary = mined_summary(src.with_suffix(""), "moses")
-    given = ((summary or {}).get("provenance") or {}).get("parameters") or {}
-    if summary is None or moses_suffixes(given.get("src_lang"), given.get("tgt_lang")) != (src.suffix, tgt.suffix):
+    if summary is None or moses_suffixes(*_langs_given(summary)) != (src.suffix, tgt.suffix):
         return None
     return summary
 
@@ -38,7 +37,12 @@ def mined_moses_summary(paths) -> dict | None:
 def mined_langs(bitext) -> tuple[str | None, str | None]:
     """The languages the mining run whose output `bitext` is was given for its sides (None each
     where it is no such output, or none was given)."""
-    provenance = (bitext.mined_summary or {}).get("provenance")
+    return _langs_given(bitext.mined_summary)
+
+
+def _langs_given(summary: dict | None) -> tuple[str | None, str | None]:
+    """The languages a mining run's summary records as given for its sides (None each where none was)."""
+    provenance = (summary or {}).get("provenance")
     given = provenance.get("parameters") if isinstance(provenance, dict) else None
     if not isinstance(given, dict):
         return None, None

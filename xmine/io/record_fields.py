@@ -6,7 +6,8 @@ when the output is written, for the records the output needs, one record at a ti
 of their values that the writers read a pair at a time: memory is two integers per mined pair,
 never the values (a URL each: ten times the pairs' own arrays) and never the corpus. A record
 without the field gives None; a field that none of the first `FIELD_SAMPLE` records holds is
-refused (most likely a typo), naming the file and the first record's fields. Values are kept as strings (objects, lists and booleans as JSON).
+refused (most likely a typo), naming the file and the first record's fields. Values are kept as
+strings (objects, lists and booleans as JSON).
 """
 
 from __future__ import annotations

@@ -15,33 +15,28 @@ it, linearly (`rule_threshold`):
 
     t = intercept + slope * (min(max(share, floor), centre) - centre)
 
-Only down: a share above the centre leaves the rule's intercept (which is the value the rule was
-calibrated around, not necessarily the space's single calibrated threshold: the two are chosen
-apart, benchmarks/results/notes/threshold_rules.md). Moved up too, the rule did better still on the
-calibration sets (held out), but corpora denser in translations than any of them (the demo: 70% of
-the sentences have theirs) read as high shares and lost a tenth of their translations.
+Only down: a share above the centre leaves the intercept (chosen apart from the space's single
+threshold, benchmarks/results/notes/threshold_rules.md); moved up too, corpora denser in
+translations than any calibration set (the demo) lost a tenth of their translations.
 
 `share` (`mutual_null_share`): among the candidates of max retrieval (each source's and each
 target's best, one to one, before any threshold), the share found in both directions
 (`select.BOTH`) once the estimated translations are taken out. Translations are mutual best pairs,
-so the plain share rises with their number, which would raise the threshold of the corpora richest
-in translations; their number is estimated by `run_estimate.estimate_true_pairs`: a Gumbel law
-(that of a best of neighbours) fitted to the lower quantiles of the candidates' scores as the law
-of the candidates that are no translation, the rest above it counted as translations.
+so the plain share rises with their number; it is estimated by `run_estimate.estimate_true_pairs`
+(a Gumbel law, a best of neighbours', fitted to the lower quantiles of the candidates' scores as
+the null, the rest above it counted as translations).
 
-`floor`: the lowest share of the calibration sets; the rule is not extrapolated below it (where
-it would keep nearly every pair). The intercept, slope, centre and floor are calibrated per space with its other defaults
-(`benchmarks/lab/threshold_rules.py`, held out by family) and recorded beside its single
-thresholds as `threshold_rules` (`xmine.calibration.SpaceDefaults.rules`).
+`floor`: the lowest share of the calibration sets (below it the rule would keep nearly every
+pair). The four are calibrated per space (`benchmarks/lab/threshold_rules.py`, held out by
+family) and recorded as `threshold_rules` (`xmine.calibration.SpaceDefaults.rules`).
 
 **A space without a calibration** (a user's projection, an encoder xmine ships no values for) has
 no scale to read a threshold on, so its default is estimated from the run alone
-(`run_estimate.estimated_threshold`): the cut of the largest estimated F1 under the same Gumbel
-null. It underestimates the translations of corpora whose translations lie inside the null's bulk
-(short and templated sentences), so it errs towards fewer, cleaner pairs; it never keeps every
-pair. Where the null fits every score, the run is either nearly all translations or none; the
-mutual share of its lower-scoring candidates tells which (`run_estimate.mutual_low_share`), and a
-run taken for none keeps only the tail of its scores' law.
+(`run_estimate.estimated_threshold`): the cut of the largest estimated F1 under the same null. It
+errs towards fewer, cleaner pairs where translations lie inside the null's bulk (short, templated
+sentences); it never keeps every pair. Where the null fits every score, the mutual share of the
+lower-scoring candidates (`run_estimate.mutual_low_share`) tells nearly all translations from none,
+and a run taken for none keeps only the tail of its scores' law.
 """
 
 from __future__ import annotations
@@ -116,11 +111,9 @@ def language_notes(found, margin: str, langs: tuple[str | None, str | None], wha
     for each language whose FLORES-200 threshold (`found.languages`, its `xmine calibrate` record
     against English) lies below those of every language the space was calibrated on
     (`found.language_range`), a note: its translations score lower than any the default was fitted
-    to, so the default is likely to keep too few of them (on held-out Wikipedia text of two such
-    languages it kept a third to half: benchmarks/results/notes/heldout_wiki.md; on held-out short
-    sentences of five to seven, 15-19%, and where the encoder barely knows the language its precision
-    fell to 11-31% on three sets, raw me5-small on Kabyle and Turkmen: heldout_short.md), and its own
-    calibration is one command away: {"language", "flores_threshold", "calibration_range", "note"}.
+    to, so the default is likely to keep too few of them (measured: benchmarks/results/notes/
+    heldout_wiki.md, heldout_short.md), and its own calibration is one command away:
+    {"language", "flores_threshold", "calibration_range", "note"}.
     A language without a FLORES-200 value (or English, the values' other side) gets none. A pair
     with no English side gets one too: every calibration set has English on one side.
     Each note's `summary` is what the command's summary line says of it."""
@@ -153,8 +146,8 @@ def language_notes(found, margin: str, langs: tuple[str | None, str | None], wha
 
 def note_few_neighbours(record: dict, neighbourhoods: dict[str, int], k: int, *, remedy: str) -> None:
     """Where a threshold applies (`record`: `run_threshold`'s, its value final) to margins taken over
-    fewer than `k` neighbours: the note why it may drop translations, with `remedy`, logged as a
-    warning and recorded (`record["few_neighbours"]`).
+    fewer than `k` neighbours (a calibrated one's: fewer than the k it was measured at): the note why
+    it may drop translations, with `remedy`, logged as a warning and recorded (`record["few_neighbours"]`).
 
     `neighbourhoods`: what each side's neighbourhoods are drawn from -> how many distinct sentences
     it holds (e.g. {"target side": 1}). A margin compares a pair's cosine with the mean cosine of
@@ -162,11 +155,12 @@ def note_few_neighbours(record: dict, neighbourhoods: dict[str, int], k: int, *,
     mean leans on the pair itself (one sentence a side: both means are the pair's cosine, and the
     ratio margin is exactly 1), so margins run lower than on the sides of thousands every threshold
     was set on, and the threshold drops pairs it would keep in a larger corpus."""
-    short = {name: n for name, n in neighbourhoods.items() if n < k}
+    set_for = min(k, record.get("calibrated_k", k))  # (a calibrated value: the k it was measured at)
+    short = {name: n for name, n in neighbourhoods.items() if n < set_for}
     if record["value"] is None or not short or 0 in short.values():  # (no sentence: nothing to drop)
         return
     sides = " and ".join(f"the {name} holds {n:,} distinct sentence{'' if n == 1 else 's'}" for name, n in short.items())
-    record["few_neighbours"] = (f"{sides}, fewer than k={k}: margins over so few neighbours run lower than those the "
+    record["few_neighbours"] = (f"{sides}, fewer than k={set_for}: margins over so few neighbours run lower than those the "
                                 f"threshold was set for, so it may drop pairs it would keep in a larger corpus; {remedy}")
     log.warning("%s", record["few_neighbours"])
 
@@ -185,8 +179,7 @@ def note_cap_not_above(record: dict, filters: PairFilterConfig, margin: str) -> 
 
 
 def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
-    """The pairs of `mined` scoring >= threshold (it is sorted by score, highest first), compared in
-    float64 as `select_pairs` compares."""
+    """The pairs of `mined` (sorted, highest first) scoring >= threshold in float64, as `select_pairs` compares."""
     n = int(np.count_nonzero(mined.score >= np.float64(threshold)))
     return MinedPairs(src_idx=mined.src_idx[:n], tgt_idx=mined.tgt_idx[:n], score=mined.score[:n],
                       direction=mined.direction[:n])
@@ -206,12 +199,9 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     search. A space without a calibration gets the `ESTIMATED` rule. Only the rules the caller can
     apply (`rules`) are given; without one, the record's source says what holds instead.
     `filters.score_max` None: the space's calibrated cap for the margin mined in (none without a
-    calibration). A shipped space's default for languages (`langs`, source and target) its
-    calibration does not reach: `language_notes`, logged and recorded (`language_notes`). Calibrated
-    values the run uses that were measured at another k, or (given the run's `encoder_id`) with
-    embeddings of other weights or another prompt: `note_other_k`, `note_other_encoder`; `side_rows`
-    (the rows of the smaller side, where known): a k above it is noted as too few neighbours after
-    the search (`note_few_neighbours`), not as another k."""
+    calibration). Noted, logged and recorded: languages (`langs`) a shipped space's calibration does
+    not reach (`language_notes`); calibrated values used at another k (`note_other_k`: over
+    `side_rows`, the smaller side's rows, where fewer) or other embeddings (`note_other_encoder`)."""
     found, what = space_defaults(projection_dir, encoder_name, encoder_id=encoder_id)
     if selection.calibration is not None:
         found = read_calibration(selection.calibration, encoder_name=encoder_name, projection_dir=projection_dir,
@@ -244,9 +234,11 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
             record["rule"] = {"rule": ESTIMATED}
     elif (value := found.threshold(config.margin, point)) is None:
         if selection.calibration is not None:  # (a helper: every pair kept, the space's own default set aside)
+            held = sorted(found.thresholds.get(point) or {})  # (was: "--margin distance" to a run in it)
+            other = [p for p, margins in found.thresholds.items() if p != point and config.margin in (margins or {})]
             raise ConfigError(f"{selection.calibration}: holds no {config.margin} threshold for the {point} operating "
-                              f"point (it holds {', '.join(sorted(found.thresholds.get(point) or {})) or 'none'}); "
-                              f"mine with --margin {found.margin}, or pass --threshold")
+                              f"point (it holds {', '.join(held) or 'none'}); mine with " + (f"--margin {held[0]}" if held
+                              else f"--operating-point {other[0]}" if other else "another record") + ", or pass --threshold")
         record["source"] = f"every pair kept: {what} has no calibrated {config.margin} {point} threshold; pass --threshold"
         log.warning("%s", record["source"])  # (was: recorded only)
     else:
@@ -286,10 +278,14 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
                                               f"with the {config.margin} margin")
     if found is not None:
         uses = calibrated_uses(record, cap=cap_calibrated and "score_max" in filters.active(config.margin))
-        if side_rows is None or config.k <= side_rows:  # (else fewer neighbours than k: `note_few_neighbours`,
-            # was: two warnings saying opposite things; and a record's cap named as the space's)
+        if uses and found.k is not None:
+            record["calibrated_k"] = found.k  # what `note_few_neighbours` compares the sides with
+        # A side of fewer rows than k gives margins over those rows (was: -k 170 on 167 rows, no word of
+        # k=4, but "margins run lower"); under the calibration's k it is `note_few_neighbours`'
+        used = config.k if side_rows is None else min(config.k, side_rows)
+        if used == config.k or found.k is None or used >= found.k:
             note_other_k(record, found, config.k, what if selection.calibration is None else
-                         f"the calibration record {selection.calibration}", uses)
+                         f"the calibration record {selection.calibration}", uses, used=used)
         if encoder_id is not None:
             note_other_encoder(record, found, encoder_id, what, uses)
     if record["value"] is not None and "rule" not in record:  # a rule's value is logged once it is known
@@ -330,27 +326,31 @@ def note_other_encoder(record: dict, found: SpaceDefaults, encoder_id: EncoderId
     log.warning("%s", note)
 
 
-def note_other_k(record: dict, found: SpaceDefaults, k: int, what: str, uses: list[str]) -> None:
+def note_other_k(record: dict, found: SpaceDefaults, k: int, what: str, uses: list[str], *,
+                 used: int | None = None) -> None:
     """Where the calibrated values the run uses (`uses`, `calibrated_uses`) were measured with
-    another k than the run's: the note why they do not fit, with the remedies, logged as a warning
-    and recorded (`record["other_k"]`).
+    another k than the run's (`used`, the neighbours its margins are taken over where a side holds
+    fewer rows than `k`): the note why they do not fit, with the remedies, logged as a warning and
+    recorded (`record["other_k"]`).
 
     A margin divides (ratio) or offsets (distance) a pair's cosine by the mean cosine of each side's
     k nearest neighbours; with more neighbours that mean is lower and every margin higher, so a
     threshold set at k=4 keeps more at k=16, and precision falls (measured: docs/mining.md, "The
     margin")."""
-    if found.k is None or found.k == k or not uses:
+    used = k if used is None else used
+    if found.k is None or found.k == used or not uses:
         return
-    higher = k > found.k
+    higher = used > found.k
     effects = {"threshold": f"keeps pairs it would drop at k={found.k}" if higher else
                             f"drops translations it would keep at k={found.k}",
                "score cap": "drops pairs it would keep" if higher else "keeps pairs it would drop"}
+    over = f"{k}" if used == k else f"{used} (the smaller side's rows)"
     note = (f"-k {k}: the calibrated {' and '.join(uses)} of {what} {'were' if len(uses) > 1 else 'was'} measured with "
-            f"k={found.k} neighbours; margins over {k} run {'higher' if higher else 'lower'}, so "
+            f"k={found.k} neighbours; margins over {over} run {'higher' if higher else 'lower'}, so "
             + " and ".join(f"the {use} {effects[use]}" for use in uses)
             + f": mine with -k {found.k}, calibrate the space at -k {k} (xmine calibrate -k {k}, then --calibration), "
               f"or pass {_remedy_flags(uses)}")
-    record["other_k"] = {"k": k, "calibrated_k": found.k, "note": note}
+    record["other_k"] = {"k": k, "k_used": used, "calibrated_k": found.k, "note": note}
     log.warning("%s", note)
 
 

@@ -570,12 +570,13 @@ def test_mine_notes_a_side_smaller_than_k_and_threshold_none_keeps_its_pair(data
     assert [line.split("\t")[1:3] for line in (tmp_path / "all.tsv").read_text(encoding="utf-8").splitlines()] == \
         [[de[5], en[5]]]
     assert "few_neighbours" not in json.loads((tmp_path / "all.tsv.json").read_text(encoding="utf-8"))["threshold"]
-    # -k above a side's sentences: that note alone (was: also "-k 16: ... margins over 16 run higher",
-    # the opposite, of a k no margin was taken over)
+    # -k above a side's sentences, which are fewer than the calibration's k=4: that note alone, against
+    # the k the threshold was measured at (was: also "-k 16: ... margins over 16 run higher", the
+    # opposite, of a k no margin was taken over)
     caplog.clear()
     ok(xm(*args, "-k", "16", "-o", tmp_path / "k16.tsv"))
     t = json.loads((tmp_path / "k16.tsv.json").read_text(encoding="utf-8"))["threshold"]
-    assert "fewer than k=16" in t["few_neighbours"] and "other_k" not in t
+    assert "fewer than k=4" in t["few_neighbours"] and "other_k" not in t
     assert not any(r.getMessage().startswith("-k 16") for r in caplog.records)
 
     for lang, lines in (("de", de), ("en", en)):
@@ -584,6 +585,19 @@ def test_mine_notes_a_side_smaller_than_k_and_threshold_none_keeps_its_pair(data
                 "-o", tmp_path / "four.tsv"))
     assert "few_neighbours" not in json.loads((tmp_path / "four.tsv.json").read_text(encoding="utf-8"))["threshold"]
     assert "too few sentences" not in res.output
+    # -k above the sides' sentences, which are more than k=4: margins over all 4 ... 8 of them run
+    # higher than the calibration's, and the run says so of the neighbours it used (was: "fewer than
+    # k=16: margins ... run lower", the opposite, and no word of k=4)
+    for lang, lines in (("de", de), ("en", en)):
+        (tmp_path / f"{lang}8.txt").write_text("".join(f"{s}\n" for s in lines), encoding="utf-8")
+    caplog.clear()
+    ok(xm("mine", tmp_path / "de8.txt", tmp_path / "en8.txt", "--src-lang", "de", "--tgt-lang", "en", "-q",
+          "-k", "16", "-o", tmp_path / "eight.tsv"))
+    t = json.loads((tmp_path / "eight.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    assert "few_neighbours" not in t
+    assert (t["other_k"]["k"], t["other_k"]["k_used"], t["other_k"]["calibrated_k"]) == (16, 8, 4)
+    assert "margins over 8 (the smaller side's rows) run higher" in t["other_k"]["note"]
+    assert warned(caplog, t["other_k"]["note"])
 
 
 @pytest.mark.parametrize("space", SHIPPED_SPACES)

@@ -273,8 +273,10 @@ class SelectionConfig:
 
 
 #: The highest score a margin can give: a cosine (absolute) is at most 1, a cosine less its
-#: neighbours' mean cosine (distance) at most 2; the ratio has no bound.
-_MARGIN_CEILING = {"distance": 2.0, "absolute": 1.0}
+#: neighbours' mean cosine (distance) below 1 where the nearest neighbours' cosines are not negative,
+#: as in any corpus of real sentences (the bound `--threshold` has; was 2, so --score-max 1.1 on
+#: the distance scale, which drops nothing, ran); the ratio has no bound.
+_MARGIN_CEILING = {"distance": 1.0, "absolute": 1.0}
 
 
 def score_cap_on_margin(selection: SelectionConfig, pairs: PairFilterConfig) -> PairFilterConfig:

@@ -104,8 +104,8 @@ def test_the_command_reports_a_conflict_as_a_usage_error_before_reading_anything
     refused(xm("mine", a, b, "-o", out, "--no-filters", "--no-filter", "urls"), "--no-filter would do nothing")
     refused(xm("mine", a, b, "-o", out, "--no-filter", "length_ratio", "--filter-length-ratio", "3"),
             "--no-filter length_ratio switches off the filter whose limit --filter-length-ratio gives")
-    refused(xm("score", f"{a}:{b}", "-o", out, "--margin", "distance", "--score-max", "2.5"),
-            "xmine: error: score: --score-max 2.5 is on the scale of --margin distance, whose scores are at most 2")
+    refused(xm("score", f"{a}:{b}", "-o", out, "--margin", "distance", "--score-max", "1.1"),
+            "xmine: error: score: --score-max 1.1 is on the scale of --margin distance, whose scores are at most 1")
     # k=1 with a margin: a pair's one neighbour is its partner, no margin passes (was: "mined 0 pairs",
     # exit 0); with plain cosines it is a search like any other; k above the bound is refused
     refused(xm("mine", a, b, "-o", out, "-k", "1"), "-k 1 with the ratio margin: a pair's one neighbour is the pair")

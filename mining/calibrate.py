@@ -6,11 +6,10 @@ calibrated values only for its own spaces. For any other encoder, or a projectio
 this command measures them on translations it can check: FLORES-200 devtest for the user's
 language pair (from the data folder), or line-aligned gold pairs the user gives.
 
-The set is built the way the shipped calibration's sets are (gold hidden among distractors of the
-same language and domain), from the aligned pairs alone, seeded: a fifth of the pairs are the gold;
-the source sides of two fifths and the target sides of the other two fifths are the distractors
-(no distractor has its translation on the other side). So each side holds 3/5 of the pairs, a
-third of them gold. The set is mined exactly (k neighbours, max retrieval, no threshold), and for
+The set is built as the shipped calibration's (gold hidden among distractors of its language and
+domain), seeded: a fifth of the pairs are the gold; the source sides of two fifths and the target
+sides of the other two are the distractors (none has its translation on the other side), so each
+side holds 3/5 of the pairs, a third of them gold. The set is mined exactly (k neighbours, max retrieval, no threshold), and for
 each margin the record holds:
 - `balanced`: the threshold of the best F1;
 - `precision`: the lowest threshold at which precision is at least 0.95, and not below `balanced`
@@ -19,8 +18,7 @@ each margin the record holds:
   as the highest margin of a gold pair, rounded up to 0.01 (`score_cap`, the shipped calibration's
   rule: far above the translations, where copies and boilerplate score).
 The record names the margin `xmine mine --calibration RECORD` mines in (`default_margin`:
-`CALIBRATED_MARGIN`, distance); mine says where its values came from, and refuses a record of
-another encoder, projection or k.
+`CALIBRATED_MARGIN`, distance); mine refuses a record of another encoder, projection or k.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ import numpy as np
 
 from xmine.artefacts.directory import file_fingerprint, provenance
 from xmine.artefacts.fileio import unseal
-from xmine.artefacts.records import EncoderId
+from xmine.artefacts.records import EncoderId, ProjectionFingerprint
 from xmine.calibration import (CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, DEFAULT_MARGIN, NEUTRAL, SpaceDefaults,
                                parse_defaults)
 from xmine.encoders import load_encoder
@@ -48,7 +46,7 @@ from xmine.encoders.loader import known_encoder_name
 from xmine.errors import ConfigError, InputError
 from xmine.io.corpus import copies_among, read_parallel
 from xmine.langs import is_known_lang, lang_script, normalize_lang, same_language
-from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
+from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection, unseen_languages
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +55,10 @@ MIN_PAIRS = 500
 PRECISION_POINT = 0.95
 #: a margin's score cap is this many times as far above its NEUTRAL score as the highest gold pair's margin
 CAP_FACTOR = 2.0
-#: the margin a record's thresholds are mined in: one language's FLORES-200 set's best-F1 threshold
-#: transfers to that language's other corpora better in the distance margin than in the ratio margin
-#: in every space measured, each taken as a space xmine ships no calibration for (chosen on the
-#: calibration sets: benchmarks/results/threshold-calibrate-margin.json; reported on data nothing else
-#: reads: heldout-news.json, "calibrated"). The ratio margin's scale follows the density of a corpus's
-#: neighbourhoods, so a threshold read on one corpus moves on another; the distance margin's less.
+#: the margin a record's thresholds are mined in: a FLORES-200 set's best-F1 threshold transfers to
+#: the language's other corpora better in distance than in ratio in every space measured (chosen:
+#: benchmarks/results/threshold-calibrate-margin.json; reported: heldout-news.json, "calibrated"); the
+#: ratio margin's scale follows the density of a corpus's neighbourhoods, the distance margin's less.
 CALIBRATED_MARGIN = "distance"
 
 
@@ -128,19 +124,21 @@ def read_aligned(src: Path, tgt: Path) -> list[tuple[str, str]]:
     return list(zip(*read_parallel(src, tgt)))
 
 
-#: below this best F1 on its own gold, a calibration record is said to be of a space that does not
-#: align the pair (FLORES-200 de-en: 0.9 and more for every shipped space; a random BERT: 0.05)
+#: below this best F1 on its own gold, a record is of a space that does not align the pair (FLORES-200 de-en: >= 0.9)
 WEAK_CALIBRATION_F1 = 0.5
 
 
 def trained_on(projection_dir, inputs) -> list[str]:
     """Those of the files `inputs` the projection at `projection_dir` (None: raw) was trained on, by
-    the sha256 its config records of every training file: thresholds measured on a projection's own
-    training pairs are optimistic (they score higher than pairs it never saw)."""
+    the sha256 of its config's training files and a shipped one's source files (was: unsaid for
+    those): thresholds measured on its own training pairs are optimistic (they score higher)."""
     if projection_dir is None:
         return []
     files = (read_projection_json(projection_dir, "config.json").get("training_data") or {}).get("files") or []
     seen = {f.get(key) for f in files if isinstance(f, dict) for key in ("src_sha256", "tgt_sha256")}
+    if (Path(projection_dir) / "SHIPPED.json").is_file():
+        drawn = read_projection_json(projection_dir, "SHIPPED.json").get("source_files") or []
+        seen |= {f.get("sha256") for f in drawn if isinstance(f, dict)}
     return [str(p) for p in inputs if file_fingerprint(p)["sha256"] in seen]
 
 
@@ -237,6 +235,11 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     proj = resolve_projection(choice.path) if choice.path is not None else None
     if proj is not None:  # another encoder, prompt or prefix: refused before anything is encoded, as embed's and mine's
         proj.check_encoder(model.fingerprint())
+    if unseen := unseen_languages(ProjectionFingerprint.from_dict(proj.fingerprint(), where="projection")
+                                  if proj is not None else None, (src_lang, tgt_lang)):  # (was: unsaid, mine warns)
+        log.warning(f"projection {choice.path} was not trained on {', '.join(unseen)}: its meaning part of "
+                    f"{'that language' if len(unseen) == 1 else 'those languages'} is untested, and so are thresholds "
+                    f"measured in it; `xmine bench tatoeba --projection {choice.path}` measures it")
     encode = encode or functools.partial(model.encode, show_progress=show_progress)
     sides = [np.asarray(encode(texts), dtype=np.float32) for texts in (src, tgt)]
     language_check = _check_languages(proj, sides, (src, tgt), (src_lang, tgt_lang))

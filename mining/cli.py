@@ -326,7 +326,7 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
         atomic_write_manifest(out, record)  # ends with its own checksum: mine refuses an edited record
     best = max((v["f1"] for found in record["measured"].values() for v in found.values()), default=0.0)
     if record["data"]["projection_trained_on"]:  # (was: unsaid)
-        log.warning(f"the projection {record['space']['projection']} was trained on the content of "
+        log.warning(f"the projection {record['space']['projection']} was trained on pairs from "
                     f"{' and '.join(record['data']['projection_trained_on'])}: thresholds measured on its own training "
                     "pairs are optimistic (they score higher than pairs it never saw); calibrate on other pairs")
     if best < WEAK_CALIBRATION_F1:  # (was: a record of F1 0.05 written with "mine with --calibration" alone)

@@ -295,6 +295,14 @@ def test_a_record_mines_in_the_margin_it_names_else_in_the_space_s(tmp_path):
         assert filters.score_max == record["score_max"].get(margin)  # no distance cap recorded: none applied
         assert "xmine calibrate" in got["source"] and "xmine calibrate" in got["margin_source"]
         assert got["calibration"] == file_fingerprint(path)  # which record, whole (was: its name in a sentence)
+    # a point the record lacks (calibrate writes none where precision never reaches 0.95): the remedy
+    # is the other point, not the margin the run is in (was: "mine with --margin distance" to a run in it)
+    path = tmp_path / "balanced-only.json"
+    path.write_text(json.dumps(record | {"space": record["space"] | {"encoder": "use-m3"}, "default_margin": "distance"}))
+    with pytest.raises(ConfigError, match=r"holds no distance threshold for the precision operating point \(it holds "
+                                          r"none\); mine with --operating-point balanced, or pass --threshold$"):
+        run_threshold(SelectionConfig(calibration=path, operating_point="precision"), MiningConfig(),
+                      PairFilterConfig(), None, "use-m3")
 
 
 def test_calibrate_without_its_languages_is_a_usage_error(tmp_path):
@@ -485,6 +493,32 @@ def test_calibrating_a_projection_on_its_own_training_pairs_is_said_and_recorded
         ok(xm(*args, "--data-dir", data_dir, "-o", tmp_path / "flores.json"))
     assert not any("was trained on" in r.getMessage() for r in caplog.records)
     assert json.loads((tmp_path / "flores.json").read_text())["data"]["projection_trained_on"] == []
+    assert not any("was not trained on" in r.getMessage() for r in caplog.records)
+    # a language the projection never saw: said as mine says it (was: in the record's language_check alone)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm("calibrate", "--projection", tmp_path / "proj", "--src-lang", "fr", "--tgt-lang", "en", "-q",
+              "--data-dir", data_dir, "-o", tmp_path / "fr.json"))
+    assert any(r.levelname == "WARNING" and r.getMessage().startswith(
+        f"projection {tmp_path / 'proj'} was not trained on fr: its meaning part of that language is untested")
+        for r in caplog.records)
+
+
+def test_the_files_the_shipped_projection_drew_its_training_pairs_from_are_its_training_pairs(data_dir):
+    """The shipped projection's config names only the files its recipe made (mixed-data/...); its
+    SHIPPED.json names the files of the data folder the pairs were drawn from, and calibrating on
+    one of those is as optimistic (was: newstest2016 ro-en, drawn from, calibrated without a word).
+    FLORES-200 devtest it never read."""
+    from xmine.benchmarks.common import FLORES_DEVTEST
+    from xmine.encoders.projection import shipped_dir
+    from xmine.mining.calibrate import trained_on
+
+    shipped = shipped_dir("me5-small")
+    ro_en = [data_dir / "parallel/wmt-newstest/2016/ro-en" / f"newstest2016.{lang}" for lang in ("ro", "en")]
+    assert trained_on(shipped, ro_en) == [str(p) for p in ro_en]
+    flores = [data_dir / FLORES_DEVTEST / f"{code}.devtest" for code in ("deu_Latn", "eng_Latn")]
+    assert trained_on(shipped, flores) == []
+    assert trained_on(None, ro_en) == []
 
 
 @pytest.mark.slow

@@ -423,6 +423,8 @@ def test_list_options_refuse_an_empty_list_and_an_item_listed_twice(tmp_path):
             (("bench", "tatoeba", "--projection", tmp_path / "p", "--projection", f"{tmp_path / 'p'}/",
               "--out", out), "names the projection"),
             (("bench", "sts", "--projection", "none", "--projection", "NONE", "--out", out), "'NONE' names"),
+            (("bench", "sts", "--projection", "default", "--projection", "default", "--out", out),
+             "'default' is given twice"),
             # (a fuzz: 'none' beside a projection was dropped without a word)
             (("bench", "sts", "--projection", "none", "--projection", tmp_path / "p", "--out", out),
              "'none' (the raw encoder output alone) beside a projection"),

@@ -228,9 +228,10 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
 def verify(paths) -> None:
     """Check xmine artefacts completely: every file against the sha256 its manifest records.
 
-    PATHS may be embedding stores, indexes, projections, sentence-transformers exports, or outputs
-    with their OUT.json summary (mined pairs in any format: OUT of a Moses pair, or either of its
-    files, checks both, OUT.de and OUT.en; search hits, langid; naming OUT.json checks OUT). Every
+    PATHS may be embedding stores, indexes, projections, sentence-transformers exports, records of
+    `xmine calibrate`, or outputs with their OUT.json summary (mined pairs in any format: OUT of a
+    Moses pair, or either of its files, checks both, OUT.de and OUT.en; search hits, langid; naming
+    OUT.json checks OUT). Every
     path is checked: a one-line error for each damaged file found, and exit 2; 0 when everything
     matches.
 

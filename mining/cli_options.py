@@ -213,8 +213,8 @@ output_options = _options(
                       "the value; several: a JSON object), else its --id-field id, else file:line; #k added for a "
                       "sentence split out of a record."),
     click.option("--keep-filtered", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                 help="Also write the pairs the filters dropped here: score<TAB>src<TAB>tgt<TAB>rule "
-                      "(atomically, with its FILE.json summary, which marks it as xmine's; replaced only with "
+                 help="Also write the pairs the filters dropped here: score<TAB>src<TAB>tgt<TAB>rule, and "
+                      "with --line-numbers the src and tgt line numbers (atomically, with its FILE.json summary, which marks it as xmine's; replaced only with "
                       "--overwrite, like OUT)."),
     click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success."))
 

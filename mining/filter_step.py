@@ -195,11 +195,12 @@ def lang_filter_langs(on: bool | None, langs, backend: str, min_confidence: floa
 
 
 def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config: PairFilterConfig, margin: str,
-                  dropped_claim=None):
+                  dropped_claim=None, line_numbers: bool = False):
     """The pairs the pair filters keep (and their rows), what the summary records, and the output
     columns of the language identification done on the way (`src_lid`, `src_lid_score`, ...: the
     jsonl, parquet and hf outputs carry them); the dropped ones go to `dropped_claim` when
-    --keep-filtered asked for them, whose caller finishes it after the mined output (`dropped_summary`)."""
+    --keep-filtered asked for them, whose caller finishes it after the mined output (`dropped_summary`),
+    with each side's line number where `line_numbers` (--line-numbers, as the mined TSV has them)."""
     langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
     lid: dict[str, np.ndarray] = {}
     keep, reasons = apply_pair_filters(SideTexts(sx, src_rows), SideTexts(sy, tgt_rows), mined.score, langs=langs,
@@ -212,8 +213,10 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
         gone = np.flatnonzero(~keep)
         with dropped_claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
             for i in gone.tolist():
-                f.write(f"{float(mined.score[i]):.6f}\t{tsv_field(sx.text[int(src_rows[i])])}\t"
-                        f"{tsv_field(sy.text[int(tgt_rows[i])])}\t{FILTER_RULES[int(reasons[i])]}\n")
+                s, t = int(src_rows[i]), int(tgt_rows[i])
+                where = f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}" if line_numbers else ""  # (was: never)
+                f.write(f"{float(mined.score[i]):.6f}\t{tsv_field(sx.text[s])}\t{tsv_field(sy.text[t])}\t"
+                        f"{FILTER_RULES[int(reasons[i])]}{where}\n")
     kept = MinedPairs(src_idx=mined.src_idx[keep], tgt_idx=mined.tgt_idx[keep], score=mined.score[keep],
                       direction=mined.direction[keep])
     columns = [PairColumn(name=name, values=values[keep]) for name, values in lid.items()]

@@ -318,7 +318,7 @@ def _mine(config: MineConfig, *, show_progress: bool,
             pair_langs = tuple(None if m.lang_filter_skipped is not None else lang for m, lang in zip((mx, my), langs))
             mined, src_rows, tgt_rows, filter_record, lid_columns = filter_pairs(
                 mined, sx, sy, src_rows, tgt_rows, langs=pair_langs, config=filters, margin=mining.margin,
-                dropped_claim=dropped_claim)
+                dropped_claim=dropped_claim, line_numbers=config.output.line_numbers)
             summary = {
                 "output": str(out), "format": fmt, "pairs": len(mined),
                 # a source's neighbours are targets and a target's are sources: where one side is

@@ -178,6 +178,14 @@ def test_mine_filters_copies_and_boilerplate_through_the_cli(data_dir, tmp_path)
     assert len(gone) == sum(removed.values()) and all(g[3] in F.RULES for g in gone)
     assert {c for c in copies} <= {g[1] for g in gone}
     assert json.loads((tmp_path / "dropped.tsv.json").read_text())["pairs"] == len(gone)
+    # with --line-numbers, each dropped pair's lines too, as the mined TSV has them (was: never)
+    r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "lines.tsv"), "--line-numbers", "--keep-filtered",
+                                         str(tmp_path / "dropped-lines.tsv")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    numbered = [line.split("\t") for line in (tmp_path / "dropped-lines.tsv").read_text(encoding="utf-8").splitlines()]
+    assert [g[:4] for g in numbered] == gone
+    de_lines, en_lines = ((tmp_path / f"{lang}.txt").read_text(encoding="utf-8").splitlines() for lang in ("de", "en"))
+    assert all(de_lines[int(g[4]) - 1] == g[1] and en_lines[int(g[5]) - 1] == g[2] for g in numbered)
     # a second run may not replace the dropped-pairs file without --overwrite
     r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "other.tsv"), "--keep-filtered", str(dropped)])
     assert r.exit_code == 2 and not (tmp_path / "other.tsv").exists()

@@ -1049,6 +1049,17 @@ def test_an_output_that_cannot_be_a_path_is_one_line(ws, where):
                 "is not a directory" if where else "empty path")
 
 
+@pytest.mark.parametrize("command", ["mine", "score", "calibrate"])
+def test_standard_output_is_no_output(ws, monkeypatch, command):
+    """`-o -` (was: a file named '-' and its '-.json' written in the working folder, exit 0)."""
+    monkeypatch.chdir(ws)
+    args = {"mine": ("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3"),
+            "score": ("score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "--encoder", "use-m3"),
+            "calibrate": ("calibrate", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3")}[command]
+    with untouched(ws):
+        refused(xm(*args, "-o", "-"), "output '-': xmine writes its outputs to files")
+
+
 # ------------------------------------------------------------------------------ clear errors
 
 

@@ -302,6 +302,9 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
     if str(path).strip() in ("", "."):  # (click turns an empty -o into ".")
         raise OutputError(f"output {str(path)!r}: an empty path or the current directory is not an output; "
                           "name a new file or directory")
+    if str(path).strip() == "-":  # (was: a file named '-' and its '-.json' written; xmine writes no artefact to stdout)
+        raise OutputError("output '-': xmine writes its outputs to files, with their summary beside them, not to "
+                          "standard output; name a file (e.g. -o out.tsv)")
     path = Path(path)
     companions = tuple(companions)
     claimed = [path] + ([sidecar_of(path)] if form == "tsv" else []) + [Path(str(path) + s) for s in companions]

@@ -21,9 +21,8 @@ Exact rescoring (default): the index proposes `fetch_factor * k` candidates per 
 approximate (PQ) similarity; their exact cosines are then computed from the rows themselves with
 the exact path's scorer (`rescore.exact_dot`: a pair both paths find has the same score, bit for
 bit) and the best k kept (`rescore_candidates`, shared with mining/search_pairs.py). PQ
-similarities err by hundredths of a cosine, which moves a margin ratio by 0.1 or more (unrelated
-pairs scored up to 1.68 against 1.27 exactly); rescored, the margin is the exact path's over the
-candidates found, and the same threshold means the same thing.
+similarities err by hundredths of a cosine, which moves a margin ratio by 0.1 or more; rescored,
+the margin is the exact path's over the candidates found, and a threshold means the same thing.
 
 Refinement (`passing`, `refine_passing`): the neighbourhoods, searched again wider where the
 threshold decides. Why: an approximate search misses some of a sentence's true neighbours (lists
@@ -44,10 +43,9 @@ cosine) are larger than the gaps between a real sentence's nearest neighbours. T
 other side was never refined, so rounds repeat until every row of a passing candidate has been
 refined (each round only the new rows).
 
-Cost: for the refined rows only (about twice the mined pairs, not the corpus), a product with
-the rows of the lists they visit (refine_nprobe_factor * nprobe / nlist of the other side each),
-list by list. Memory: one shard, one list's rows, one chunk of `REFINE_CHUNK` query rows, and the
-refined rows' candidates (fetch_factor * k a row, as the search's own).
+Cost: for the refined rows only (about twice the mined pairs), a product with the rows of the
+lists they visit, list by list. Memory: one shard, one list's rows, one chunk of `REFINE_CHUNK`
+query rows, and the refined rows' candidates (fetch_factor * k a row, as the search's own).
 
 Resuming (`work_dir`): the trained index, every built shard, every answered query block and each
 refinement round (`refined.npz`) are written atomically; a rerun does only what is missing."""
@@ -119,9 +117,10 @@ class ApproximateConfig:
     #: search the rows of candidate pairs at or above the threshold again (`refine_passing`), so
     #: missed neighbours do not lift their margins (needs `rescore`)
     refine: bool = True
-    #: ... in this many times `nprobe` IVF lists (at most all), every row there compared by its
-    #: stored vector, not its PQ code
+    #: ... in this many times `nprobe` IVF lists (at most all), by the rows' vectors, not PQ codes
     refine_nprobe_factor: int = 2
+    #: the command takes --index-type and --nlist (`xmine score` does not: its remedies name neither)
+    tunable: bool = True
 
     def __post_init__(self):
         check_field_types(self, integers=("nlist", "nprobe", "shard_rows", "memory_budget", "pq_m", "query_block", "seed",
@@ -200,8 +199,9 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     else:
         threads = executor.node_cpus()
         want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if pq_code(plan["factory"]) else 0))
-        training = Training(factory=plan["factory"], size=want, seed=config.seed, sides=("src", "tgt"), where=
-                            "--approximate: ", advice=few_rows_advice(plan, "exact mining (no --approximate)", dim=dim))
+        exact = "exact mining (no --approximate)"  # (was: "--index-type ivf" to score, which has none)
+        training = Training(factory=plan["factory"], size=want, seed=config.seed, sides=("src", "tgt"), where="--approximate: ",
+                            advice=few_rows_advice(plan, exact, dim=dim) if config.tunable else "use exact search (no --approximate) for corpora this small")
         trained_bytes = executor.call(with_threads, threads, train_index, training, executor.share(x),
                                       executor.share(y), cpus=threads)
         with atomic_path(trained_file) as tmp:

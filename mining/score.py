@@ -382,7 +382,7 @@ def score_bitext(
                     rules=RuleUse.NONE, langs=langs, encoder_id=sx.encoder.id,
                     side_rows=min(len(c if c is not None else s) for c, s in zip(corpora, (sx, sy))))
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
-                                     approximate=search.approximate_config() if search.approximate else None, work=work / "search",
+                                     approximate=replace(search.approximate_config(), tunable=False) if search.approximate else None, work=work / "search",
                                      show_progress=show_progress, executor=executor)
                 note_few_neighbours(threshold_record, scores.neighbourhoods, config.k, remedy=(
                     "--src-corpus and --tgt-corpus (monolingual text of each language) give every pair "

@@ -1039,6 +1039,10 @@ def test_approximate_mining_too_small_for_pq_is_one_line(ws):
         (ws / f"three.{side}").write_text("".join((ws / f"{side}.txt").read_text().splitlines(keepends=True)[:3]))
     refused(xm("mine", ws / "three.de", ws / "three.en", "--encoder", "use-m3", "--approximate", "-o", ws / "t.tsv"),
             "use --index-type ivf (no codebook to train), or exact mining (no --approximate)")
+    # score takes neither --index-type nor --nlist: only what it can do (was: "use --index-type ivf")
+    said = refused(xm("score", f"{ws / 'three.de'}:{ws / 'three.en'}", "--encoder", "use-m3", "--approximate", "-o",
+                      ws / "s.tsv"), "use exact search (no --approximate) for corpora this small")
+    assert "--index-type" not in said and "--nlist" not in said
 
 
 @pytest.mark.parametrize("where", ["notes.txt/m.tsv", "notes.txt/sub/m.tsv", ""])

@@ -19,8 +19,9 @@ from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.encoders.embed_cache import cached_encode
 from xmine.encoders.options import encodes_nothing, precision_option
 from xmine.encoders.projection import resolve_projection, shipped_dir
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, InputError
 from xmine.io.corpus import CorpusStats, iter_corpus, truncate_for_encoding
+from xmine.io.reader_base import format_by_path
 from xmine.langs import NOT_LANGUAGE_SUFFIXES, is_known_lang, normalize_lang
 from xmine.mining.langid import (LID_BACKENDS, UNKNOWN, TrustRule, backend_model, identify_by_projection,
                                  supported_languages, trust_table)
@@ -113,6 +114,10 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
     if any(str(_labelled(spec)[0]) == "-" for spec in files):
         raise click.BadParameter("'-': langid reads files, not standard input; save it to a file first",
                                  param_hint="FILES")
+    for path in (_labelled(spec)[0] for spec in files):  # (was: JSON Lines labelled as their JSON source, exit 0)
+        if path.is_file() and (fmt := format_by_path(path, default="text", not_dataset="")) != "text":
+            raise InputError(path, f"a {fmt} file by its name; langid reads text, one sentence a line: write the "
+                                   "text field's values to a file first")
     if projection_dir == "default":  # (was: "Directory 'default' does not exist", where every other command takes it)
         projection_dir = shipped_dir(encoder or DEFAULT_ENCODER)
         if projection_dir is None:

@@ -96,3 +96,15 @@ def test_langid_refuses_standard_input_and_standard_output_as_dash(tmp_path, mon
     for given in ("-", "de=-"):
         refused(xm("langid", "--lid", "fasttext", given), "'-': langid reads files, not standard input")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.txt"]
+
+
+@pytest.mark.parametrize("name, fmt", [("p.jsonl", "jsonl"), ("p.parquet", "parquet"), ("de=p.csv.gz", "csv")])
+def test_langid_refuses_a_structured_file_it_would_read_as_text(tmp_path, monkeypatch, name, fmt):
+    """langid reads text, one sentence a line: a file whose name says JSON Lines, Parquet or CSV is
+    refused, naming it (was: JSON Lines labelled as their JSON source, exit 0; Parquet refused as
+    'a Parquet file (name it .parquet, or give its format)', an option langid has not)."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / name.split("=")[-1]
+    path.write_text('{"text": "Hallo Welt."}\n', encoding="utf-8")
+    said = refused(xm("langid", "--lid", "fasttext", name), f"{path.name}: a {fmt} file by its name; langid reads text")
+    assert "--input-format" not in said

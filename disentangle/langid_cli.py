@@ -199,7 +199,8 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                     while block := list(islice(sentences, LANGID_BLOCK)):
                         numbers, texts = zip(*block)
                         labels, scores, shown = identify(list(texts))
-                        file_unknown += labels.count(UNKNOWN)
+                        file_unknown += shown.count(UNKNOWN)  # (shown: was the labels, so --guess's report
+                        # gave the untrusted share as 'unknown' while OUTPUT.json said 0)
                         file_n += len(shown)
                         if evaluate:
                             file_ok += sum(p == (lang if lang in known else UNKNOWN) for p in shown)
@@ -229,7 +230,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                           "encoder": enc.fingerprint() if lid is None else None,
                           "lid_model": backend_model(lid) if lid is not None else None,
                           "inputs": read, "evaluation": evaluate, "guess": guess,
-                          "lines": total_n, "unknown": 0 if guess else unknown,
+                          "lines": total_n, "unknown": unknown,
                           **({"accuracy": total_ok / max(total_n, 1)} if evaluate else {}),
                           "unknown_rule": vars(TrustRule()) if lid is None else None,
                           "provenance": provenance(projection=None if projection_dir is None else str(projection_dir),

@@ -488,7 +488,20 @@ def test_langid_command(challenge, me5, data_dir, tmp_path):
     for row in rows:
         acc, unknown = (float(row.split(f"{key} ")[1].split()[0]) for key in ("accuracy", "unknown"))
         assert acc + unknown <= 1 + 1e-9, row
-    assert json.loads((tmp_path / "eval.tsv.json").read_text())["evaluation"] is True
+    summary = json.loads((tmp_path / "eval.tsv.json").read_text())
+    assert summary["evaluation"] is True
+    # the report's unknown share and OUTPUT.json's count are of the same lines, those shown as unknown,
+    # with --guess too (was: the report gave the untrusted share, 1.0 here, and OUTPUT.json 0)
+    for flags, out in (((), report), (("--guess",), tmp_path / "guess.tsv")):
+        if flags:
+            res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), "--eval", *flags, *files,
+                                            "-o", str(out)])
+            assert res.exit_code == 0, res.output
+            summary = json.loads((tmp_path / "guess.tsv.json").read_text())
+        overall = out.read_text(encoding="utf-8").splitlines()[-1]
+        share = float(overall.split("unknown ")[1].split()[0])
+        assert share == pytest.approx(summary["unknown"] / summary["lines"], abs=1e-4), (flags, overall, summary)
+    assert share == 0  # --guess shows a language for every line with a letter
     res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), files[0]])
     assert res.exit_code == 0 and len([l for l in res.output.splitlines() if l.startswith(files[0])]) == 40
     res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), "--encoder", "use-m3", files[0]])

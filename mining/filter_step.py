@@ -207,8 +207,6 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
                                        config=config, margin=margin, lid_out=lid)
     record = config.record(margin, langs) | {"languages": list(langs), "pairs_before": len(mined),
                                              "removed": filter_counts(reasons, config, margin, langs)}
-    if "language" in config.active(margin, langs):
-        record["lid_thresholds"] = thresholds_record(langs, config.lid, config.lid_min_confidence)
     if dropped_claim is not None:
         gone = np.flatnonzero(~keep)
         with dropped_claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:

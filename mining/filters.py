@@ -43,7 +43,7 @@ import numpy as np
 
 from xmine.errors import ConfigError, check_field_types
 from xmine.langs import normalize_lang
-from xmine.mining.langid import identify, is_other_language, knows, min_confidence_for
+from xmine.mining.langid import identify, is_other_language, knows, min_confidence_for, thresholds_record
 from xmine.mining.scripts import expected_scripts, script_share, text_length
 
 #: Rule names in the order they run; a dropped pair's reason is the first that fired.
@@ -112,8 +112,12 @@ class PairFilterConfig:
                      and not (unjudged and r in LANGUAGE_RULES))
 
     def record(self, margin: str, langs: tuple[str | None, str | None] | None = None) -> dict:
-        """What a summary records: the active rules and their values (see `active`)."""
-        return dataclasses.asdict(self) | {"disabled": sorted(self.disabled), "active": list(self.active(margin, langs))}
+        """What a summary records: the active rules and their values (see `active`), and where the
+        language rule is active the per-language confidence it asks (`langid.thresholds_record`; mine's
+        and score's summaries alike: was mine's alone)."""
+        active = list(self.active(margin, langs))
+        lid = {"lid_thresholds": thresholds_record(langs, self.lid, self.lid_min_confidence)} if "language" in active else {}
+        return dataclasses.asdict(self) | {"disabled": sorted(self.disabled), "active": active} | lid
 
 
 _KEEP = {"L", "M"}  # letters and combining marks survive normalisation

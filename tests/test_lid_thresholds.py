@@ -126,6 +126,15 @@ def test_out_json_records_the_thresholds_used(data_dir, tmp_path):
     assert override["src"]["other_language"] - table["src"]["other_language"] == len(between)
     r = CliRunner().invoke(main, base + ["--lid-min-confidence", "1.5", "-o", str(tmp_path / "bad.tsv")])
     assert r.exit_code == 2 and "--lid-min-confidence" in r.output and not list(tmp_path.glob("bad.tsv*"))
+    # score's summary records them as mine's does (was: its --help said so, its OUT.json held none)
+    (tmp_path / "af20.txt").write_text("\n".join(af) + "\n", encoding="utf-8")
+    for name, extra in (("table", []), ("override", ["--lid-min-confidence", "0.8"])):
+        r = CliRunner().invoke(main, ["score", f"{tmp_path / 'af20.txt'}:{tmp_path / 'en.txt'}", "--src-lang", "af",
+                                      "--tgt-lang", "en", "-q", *extra, "-o", str(tmp_path / f"score-{name}.tsv")],
+                               catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        scored = json.loads((tmp_path / f"score-{name}.tsv.json").read_text())
+        assert scored["filters"]["lid_thresholds"] == summaries[name]["filters"]["lid_thresholds"], name
 
 
 def test_tosk_albanian_and_egyptian_arabic_sides_keep_their_own_lines(data_dir):

@@ -685,6 +685,21 @@ def test_a_mined_tsv_is_scored_by_its_sentences_and_a_score_column_is_never_a_si
     note = json.loads((tmp_path / "raw.tsv.json").read_text())["mined_in_another_space"]
     assert "m.tsv was mined with encoder 'me5-small' and projection" in note, note
     assert "no projection (raw embeddings)" in note and "--encoder me5-small --projection default" in note, note
+    # mined at another precision and runtime: said with the options (was: unsaid, margins 3e-4 apart);
+    # given them, scored as mined, to 1e-5 (docs/inputs-outputs.md)
+    fp32 = ("--precision", "fp32", "--runtime", "torch")
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", *common, *fp32, "--no-lang-filter", "--no-pre-clean",
+          "-o", tmp_path / "m32.tsv"))
+    ok(xm("score", tmp_path / "m32.tsv", *common, "-o", tmp_path / "s16.tsv"))
+    note = json.loads((tmp_path / "s16.tsv.json").read_text())["mined_in_another_space"]
+    assert "m32.tsv was mined at precision fp32 and runtime torch, but is scored at precision " in note, note
+    assert note.endswith("give --precision fp32 --runtime torch to score it as it was mined"), note
+    ok(xm("score", tmp_path / "m32.tsv", *common, *fp32, "-o", tmp_path / "s32.tsv"))
+    assert "mined_in_another_space" not in json.loads((tmp_path / "s32.tsv.json").read_text())
+    mined32 = [line.split("\t") for line in (tmp_path / "m32.tsv").read_text(encoding="utf-8").splitlines()]
+    scored32 = [line.split("\t") for line in (tmp_path / "s32.tsv").read_text(encoding="utf-8").splitlines()]
+    assert len(mined32) == len(scored32) >= 28
+    assert max(abs(float(s[4]) - float(m[0])) for s, m in zip(scored32, mined32)) <= 1e-5
     (tmp_path / "laser.tsv").write_bytes((tmp_path / "m.tsv").read_bytes())  # (no OUT.json beside it)
     refused(xm("score", tmp_path / "laser.tsv", *common, "-o", tmp_path / "l.tsv"), "laser.tsv",
             "every source text is a number (column or field 1: a score?)", "--src-field and --tgt-field")

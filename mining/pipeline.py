@@ -211,7 +211,9 @@ def _mine(config: MineConfig, *, show_progress: bool,
 
         def work_for(path, tag: str, spec) -> Path:
             kind = artefact_kind(path, spec)
-            if kind == "text" or (projection is not None and kind == "embedding-store"):
+            # (an index: its rows reconstructed there, INDEX_ROWS; was: left unmarked, so a store
+            # against an index kept a float32 copy of it in OUT.work/ as the user's, and --overwrite failed)
+            if kind in ("text", "index") or (projection is not None and kind == "embedding-store"):
                 claim.work_dir(".work")
             return work / tag
 

@@ -1133,6 +1133,11 @@ def test_a_users_files_in_the_work_folder_outlive_the_runs_that_finish_it(ws, mo
           "-o", ws / "m5.tsv"))
     assert not (ws / "m4.tsv.work").exists() and not (ws / "m5.tsv.work").exists()
     assert "m4.tsv.work" not in caplog.text and "m5.tsv.work" not in caplog.text
+    # no text side to mark the folder: a store against an index (a helper: the index's vectors left,
+    # called the user's, and the next --overwrite refused, "m6.tsv.work: exists and is not part of ...")
+    for flags in ((), ("--overwrite",)):
+        ok(xm("mine", ws / "store", ws / "index", "--encoder", "use-m3", "-q", "-o", ws / "m6.tsv", *flags))
+        assert not (ws / "m6.tsv.work").exists() and "m6.tsv.work" not in caplog.text
 
 
 def test_an_unknown_encoder_with_a_store_input_names_the_encoder(ws, me5):

@@ -112,6 +112,17 @@ def read_index(path, *, remedy: str = "the index is damaged, rebuild it"):
         raise ArtefactError(f"{path}: unreadable FAISS index ({detail}); {remedy}") from None
 
 
+def is_serialised_index(data: bytes) -> bool:
+    """Whether `data` (what faiss.serialize_index gives) is an index FAISS reads back."""
+    import faiss
+
+    try:
+        faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+    except RuntimeError:
+        return False
+    return True
+
+
 def faiss_reason(e: RuntimeError) -> str:
     """The reason in a FAISS RuntimeError ("Error in ... failed: <why>"), on one line."""
     detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__

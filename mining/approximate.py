@@ -69,7 +69,8 @@ from xmine.index.blocked_search import search_blocks
 from xmine.index.build import Training, add_unit, few_rows_advice, train_index, with_threads
 from xmine.index.choose import (APPROXIMATE_TYPES, default_shard_rows, index_factory, ivf_lists, memory_budget_bytes,
                                 pq_code, pq_subquantisers, warn_if_coarse)
-from xmine.index.faiss_index import IndexChoice, IndexShard, ivf_list_members, read_index, shard_plan
+from xmine.index.faiss_index import (IndexChoice, IndexShard, is_serialised_index, ivf_list_members, read_index,
+                                     shard_plan)
 from xmine.mining.knn import check_knn_inputs
 from xmine.mining.rescore import exact_dot
 from xmine.store.rows import RowSubset, as_f32
@@ -194,9 +195,11 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     log.info("approximate kNN: %s, nprobe %d, shards of %d rows", plan["factory"], plan["nprobe"], shard_rows)
 
     trained_file = work.path("trained.faiss")  # serialised = the bytes faiss.write_index writes
-    if trained_file.is_file():
-        trained_bytes = trained_file.read_bytes()
-    else:
+    trained_bytes = trained_file.read_bytes() if trained_file.is_file() else None
+    if trained_bytes is not None and not is_serialised_index(trained_bytes):  # (was: FAISS's traceback, exit 1)
+        log.warning(f"{trained_file}: damaged checkpoint, not a FAISS index; training it again")
+        trained_bytes = None
+    if trained_bytes is None:
         threads = executor.node_cpus()
         want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if pq_code(plan["factory"]) else 0))
         exact = "exact mining (no --approximate)"  # (was: "--index-type ivf" to score, which has none)
@@ -229,9 +232,8 @@ def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work:
     queries in blocks of `config.query_block` (`search_blocks`), each block's merged top-k saved
     as it completes. A rerun builds only the missing shards and searches only the missing blocks."""
     final = work.path(f"{tag}-rescored.npz")
-    if final.is_file():
-        with np.load(final) as st:
-            return st["sims"], st["idx"]
+    if (saved := work.load_arrays(final.name, ("sims", "idx"))) is not None:
+        return saved
     nq, block = len(queries), config.query_block
     bounds = shard_plan(len(base), shard_rows)
     files = [str(work.path(shard_file(tag, s))) for s in range(len(bounds))]
@@ -240,12 +242,9 @@ def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work:
         return work.path(f"{tag}-block-{q0:012d}-{min(nq, q0 + block):012d}.npz")
 
     done = {}
-    for q0 in range(0, nq, block):  # blocks merged by an earlier (killed) run
-        try:
-            with np.load(block_file(q0)) as z:
-                done[q0] = z["sims"], z["idx"]
-        except (OSError, ValueError, KeyError):  # absent, or half-written: search it again
-            continue
+    for q0 in range(0, nq, block):  # blocks merged by an earlier (killed) run; absent or damaged: searched again
+        if (saved := work.load_arrays(block_file(q0).name, ("sims", "idx"))) is not None:
+            done[q0] = saved
     all_done = len(done) == -(-nq // block)  # then the shards (deleted once searched) are not needed
     missing = [] if all_done else [s for s, f in enumerate(files) if not Path(f).is_file()]
     if missing:
@@ -348,11 +347,9 @@ def refine_passing(x, y, knn, *, passing, key: str, plan: dict, shard_rows: int,
     fwd_s, fwd_i, bwd_s, bwd_i = (np.array(a) for a in knn)
     done_x, done_y = np.zeros(len(x), bool), np.zeros(len(y), bool)
     state = work.path("refined.npz")
-    if state.is_file():
-        with np.load(state) as st:
-            if str(st["key"]) == key:
-                fwd_s, fwd_i, bwd_s, bwd_i = st["fwd_s"], st["fwd_i"], st["bwd_s"], st["bwd_i"]
-                done_x, done_y = st["done_x"], st["done_y"]
+    names = ("key", "fwd_s", "fwd_i", "bwd_s", "bwd_i", "done_x", "done_y")
+    if (saved := work.load_arrays(state.name, names)) is not None and str(saved[0]) == key:
+        fwd_s, fwd_i, bwd_s, bwd_i, done_x, done_y = saved[1:]
     wide = {**plan, "nprobe": min(plan["nlist"], plan["nprobe"] * config.refine_nprobe_factor)}
     rounds = 0
     while (need := passing(fwd_s, fwd_i, bwd_s, bwd_i)) is not None:

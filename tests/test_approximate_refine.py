@@ -97,6 +97,30 @@ def test_refinement_resumes_from_its_checkpoint(data, tmp_path):
     assert len(calls) == rounds
 
 
+@pytest.mark.parametrize("damaged", ["refined.npz", "fwd-rescored.npz", "trained.faiss"])
+def test_a_damaged_checkpoint_is_computed_again(data, tmp_path, caplog, damaged):
+    """A checkpoint truncated from outside (they are written atomically) is said and computed again,
+    to the same neighbours (a helper: a truncated `fwd-rescored.npz` or `trained.faiss` was a traceback,
+    exit 1, with --overwrite too, the key unchanged)."""
+    x, y, config, _ = data
+    approx = ApproximateConfig(index_type="ivfpqfs", nlist=64, nprobe=2, pq_m=8)
+
+    def passing(*knn):
+        return passing_rows(*knn, config=config)
+
+    first = approximate_knn_both(x, y, 4, config=approx, work_dir=tmp_path, passing=passing, passing_key="a")
+    path = tmp_path / damaged
+    path.write_bytes(path.read_bytes()[:100])
+    if damaged == "trained.faiss":  # (it is read only where something is left to build)
+        for f in [*tmp_path.glob("*-rescored.npz"), *tmp_path.glob("*-block-*.npz"), tmp_path / "refined.npz"]:
+            f.unlink()
+    with caplog.at_level("WARNING"):
+        again = approximate_knn_both(x, y, 4, config=approx, work_dir=tmp_path, passing=passing, passing_key="a")
+    assert any(r.getMessage().startswith(f"{path}: damaged checkpoint") for r in caplog.records), caplog.text
+    for a, b in zip(first, again):
+        assert np.array_equal(a, b)
+
+
 def test_no_threshold_refines_nothing(data):
     x, y, _, _ = data
     knn = exact_knn_both(x[:50], y[:50], 4)

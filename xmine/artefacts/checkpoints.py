@@ -12,10 +12,16 @@ clears a whole work folder later (`declared_files`) knows the step's files witho
 
 from __future__ import annotations
 
+import logging
+import zipfile
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from xmine.artefacts.fileio import atomic_write_json, read_json
+
+log = logging.getLogger(__name__)
 
 KEY_FILE = "key.json"
 
@@ -38,6 +44,21 @@ class KeyedDir:
 
     def path(self, name: str) -> Path:
         return self.dir / name
+
+    def load_arrays(self, name: str, keys: Sequence[str]) -> tuple | None:
+        """The arrays `keys` of the saved .npz `name`, or None: not saved yet, or damaged (deleted,
+        with a warning, so the step computes it again; was: a truncated file's traceback, exit 1,
+        whatever --overwrite, the key unchanged)."""
+        path = self.path(name)
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path) as saved:
+                return tuple(saved[key] for key in keys)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+            log.warning(f"{path}: damaged checkpoint, unreadable ({type(e).__name__}: {e}); computing it again")
+            path.unlink(missing_ok=True)
+            return None
 
     def own_files(self) -> list[Path]:
         """The step's files here, with the temporaries a killed writer may have left."""

@@ -64,7 +64,10 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
     fetch = min(kk + 2 * k, len(base.ids))
     search = dict(executor=executor, use_gpu=units_use_gpus(executor), desc=f"{tag} ({executor.name})",
                   show_progress=show_progress)
-    if base_side.index is None:
+    # An index searched exactly (flat, or IVF visiting every list) finds what flat chunks over the
+    # mined rows find, and those hold only the rows mined (was: the index's first 1,024 hits, where
+    # --min-length or the language filter left few of them mined: fewer than k, and other pairs)
+    if base_side.index is None or index_side_note(base_side, "") is None:
         chunks = FlatChunks(base.rows)
         _, rows = search_blocks(chunks, len(chunks), queries, fetch, **search)
     else:
@@ -115,8 +118,10 @@ def _distinct_index_hits(base_side, base: Mineable, queries, want: int, *, kk: i
     few = short[(hits[short] >= 0).sum(axis=1) < kk]  # (short of k itself, not of the 2k more asked for)
     if len(few):
         log.warning(f"{base_side.path}: {len(few):,} query row(s) found fewer than k = {kk} distinct sentences "
-                    f"among their {asked:,} nearest rows of the index: its corpus repeats sentences that often; "
-                    "their margins run over fewer neighbours (mine its embedding store or text instead)")
+                    f"among their {asked:,} nearest rows of the index: its corpus repeats sentences that often, or "
+                    f"what is mined of it ({len(base.ids):,} of its {len(base_side.index):,} rows, after the filters "
+                    "and pre-clean) is that sparse; their margins run over fewer neighbours (mine its embedding store "
+                    "or text instead)")
     return hits
 
 

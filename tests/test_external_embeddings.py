@@ -368,8 +368,10 @@ def test_an_index_of_a_corpus_that_repeats_its_sentences_mines_as_its_store_does
                                                                                    monkeypatch):
     """(a helper: a corpus repeating each sentence 13 times, as an index side, gave lower margins
     and 37 pairs where its text gave 49: the index was asked for 3k hits, all copies of one or two
-    sentences.) Each query's hits are asked again, wider, until k distinct sentences are among
-    them; where even the widest holds fewer (400 copies of 5 sentences), that is said."""
+    sentences.) A flat index is searched over the rows mined, as the store is: the same bytes. An
+    index searched otherwise (HNSW) has each query's hits asked again, wider, until k distinct
+    sentences are among them; where even the widest holds fewer (400 copies of 5 sentences, an IVF
+    index visiting one of its two lists), that is said, naming how much of the index is mined."""
     rng = np.random.default_rng(copies)
     distinct = 30 if copies < 100 else 5
     base = rng.standard_normal((distinct, 16)).astype(np.float32)
@@ -381,23 +383,51 @@ def test_an_index_of_a_corpus_that_repeats_its_sentences_mines_as_its_store_does
         ok(xm("embed", tmp_path / f"{name}.txt", "--lang", "de" if name == "a" else "en", "-o", tmp_path / f"s{name}",
               "--embeddings", tmp_path / f"{name}.npy", "--encoder-name", "repeats", "--dtype", "float32", "-q"))
     ok(xm("build-index", tmp_path / "sb", "-o", tmp_path / "ib", "--index-type", "flat", "-q"))
+    ok(xm("build-index", tmp_path / "sb", "-o", tmp_path / "hb", "-q",
+          *(("--index-type", "hnsw") if copies < 100 else ("--index-type", "ivf", "--nlist", "2", "--nprobe", "1"))))
     rules = ("-k", "4", "--threshold", "none", "--line-numbers", "--no-filters", "--no-pre-clean", "--no-lang-filter",
              "-q")
-    store = xm("mine", tmp_path / "sa", tmp_path / "sb", "-o", tmp_path / "store.tsv", *rules)
-    index = xm("mine", tmp_path / "sa", tmp_path / "ib", "-o", tmp_path / "index.tsv", *rules)
-    ok(store), ok(index)
+    ok(xm("mine", tmp_path / "sa", tmp_path / "sb", "-o", tmp_path / "store.tsv", *rules))
+    ok(xm("mine", tmp_path / "sa", tmp_path / "ib", "-o", tmp_path / "index.tsv", *rules))
+    assert len((tmp_path / "store.tsv").read_text().splitlines()) >= min(distinct - 2, 4)
+    assert (tmp_path / "index.tsv").read_bytes() == (tmp_path / "store.tsv").read_bytes()
+    said = [r.getMessage() for r in caplog.records if "distinct sentences among their" in r.getMessage()]
+    assert not said
+    ok(xm("mine", tmp_path / "sa", tmp_path / "hb", "-o", tmp_path / "hnsw.tsv", *rules))
     said = [r.getMessage() for r in caplog.records if "distinct sentences among their" in r.getMessage()]
     if copies < 100:
-        assert len((tmp_path / "store.tsv").read_text().splitlines()) >= distinct - 2
-        assert (tmp_path / "index.tsv").read_bytes() == (tmp_path / "store.tsv").read_bytes()
         assert not said
         # the queries asked again a few at a time (memory by the block): the same pairs
         monkeypatch.setattr("xmine.mining.search_pairs._HITS_AT_ONCE", 100)
-        ok(xm("mine", tmp_path / "sa", tmp_path / "ib", "-o", tmp_path / "blocks.tsv", *rules))
-        assert (tmp_path / "blocks.tsv").read_bytes() == (tmp_path / "store.tsv").read_bytes()
+        ok(xm("mine", tmp_path / "sa", tmp_path / "hb", "-o", tmp_path / "blocks.tsv", *rules))
+        assert (tmp_path / "blocks.tsv").read_bytes() == (tmp_path / "hnsw.tsv").read_bytes()
     else:
-        assert len(said) == 1 and "5 query row(s) found fewer than k = 4 distinct sentences among their 1,024 nearest " \
-            "rows of the index" in said[0], said
+        assert len(said) == 1 and "query row(s) found fewer than k = 4 distinct sentences among their 1,024 nearest " \
+            "rows of the index: its corpus repeats sentences that often, or what is mined of it (5 of its 2,000 rows" \
+            in said[0], said
+
+
+def test_a_flat_index_whose_rows_the_filters_mostly_drop_mines_as_its_store_does(tmp_path, caplog):
+    """(a helper: --min-length leaving 1 row in 250 of a flat index's corpus gave other pairs than
+    its store, and a warning blaming repeats the corpus does not have: the index's first 1,024 hits
+    held fewer than k rows still mined.) A flat index is searched over the rows mined."""
+    rng = np.random.default_rng(7)
+    sides = {"a": rng.standard_normal((60, 16)).astype(np.float32), "b": rng.standard_normal((3000, 16)).astype(np.float32)}
+    for name, vectors in sides.items():
+        np.save(tmp_path / f"{name}.npy", vectors)
+        texts = [f"{name}{i}" + (" long enough to be mined here" if name == "a" or i % 250 == 0 else "")
+                 for i in range(len(vectors))]
+        (tmp_path / f"{name}.txt").write_text("".join(f"{t}\n" for t in texts), encoding="utf-8")
+        ok(xm("embed", tmp_path / f"{name}.txt", "--lang", "de" if name == "a" else "en", "-o", tmp_path / f"s{name}",
+              "--embeddings", tmp_path / f"{name}.npy", "--encoder-name", "sparse", "--dtype", "float32", "-q"))
+    ok(xm("build-index", tmp_path / "sb", "-o", tmp_path / "ib", "--index-type", "flat", "-q"))
+    rules = ("-k", "4", "--threshold", "none", "--line-numbers", "--no-filters", "--no-pre-clean", "--no-lang-filter",
+             "--min-length", "20", "-q")
+    ok(xm("mine", tmp_path / "sa", tmp_path / "sb", "-o", tmp_path / "store.tsv", *rules))
+    ok(xm("mine", tmp_path / "sa", tmp_path / "ib", "-o", tmp_path / "index.tsv", *rules))
+    assert len((tmp_path / "store.tsv").read_text().splitlines()) == 12  # the 12 rows of b that are mined
+    assert (tmp_path / "index.tsv").read_bytes() == (tmp_path / "store.tsv").read_bytes()
+    assert not [r for r in caplog.records if "distinct sentences among their" in r.getMessage()]
 
 
 def test_vectors_named_after_an_encoder_xmine_builds_are_said_to_be_another(tmp_path, caplog):

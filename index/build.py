@@ -125,7 +125,11 @@ def build_index(
 
     rows = executor.share(embeddings)
     threads = executor.node_cpus()
-    training = Training(factory=choice.factory, size=choice.train_size, seed=config.seed, gpu=use_gpu)
+    # only what would help (was: "a smaller --nlist" where the PQ codebooks, not the lists, were short)
+    remedies = (["--index-type flat or hnsw"] + ["--index-type ivf (no codebook to train)"] * bool(pq_code(choice.factory))
+                + ["a smaller --nlist"] * bool(choice.nlist and min(n, choice.train_size) < 39 * choice.nlist))
+    training = Training(factory=choice.factory, size=choice.train_size, seed=config.seed, gpu=use_gpu,
+                        advice=f"use {', '.join(remedies)}, or a larger corpus")
     trained = executor.call(with_threads, threads, train_index, training, rows, cpus=threads, gpus=int(use_gpu))
     plan = shard_plan(n, shard_rows)
     merged = config.shard_rows is None and shard_rows >= n and choice.kind != "hnsw" and n > ADD_PIECE_ROWS

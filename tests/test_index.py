@@ -616,3 +616,24 @@ def test_an_index_of_pq_codes_is_no_source_for_build_index_and_as_queries_it_is_
     caplog.clear()  # the same queries as the store they were built from: no word
     ok(xm("search", tmp_path / "flat", tmp_path / "store", "-k", 1, "-o", tmp_path / "own.tsv", "-q"))
     assert not any("PQ codes" in r.getMessage() for r in caplog.records)
+
+
+def test_build_index_advises_only_what_would_help(tmp_path, caplog):
+    """(a helper: PQ codebooks short of vectors, the 16 lists full, advised "a smaller --nlist", which
+    changes nothing.) Codebooks short: another index type; lists short: a smaller --nlist too."""
+    from tests.clitools import ok, xm
+
+    vectors = np.random.default_rng(0).standard_normal((3000, 100)).astype(np.float32)
+    np.save(tmp_path / "v.npy", vectors)
+    (tmp_path / "t.txt").write_text("".join(f"s{i}\n" for i in range(len(vectors))), encoding="utf-8")
+    ok(xm("embed", tmp_path / "t.txt", "--lang", "en", "-o", tmp_path / "s", "--embeddings", tmp_path / "v.npy",
+          "--encoder-name", "synthetic", "--dtype", "float32", "-q"))
+    for nlist, smaller in (("16", False), ("200", True)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="xmine"):
+            ok(xm("build-index", tmp_path / "s", "-o", tmp_path / f"i{nlist}", "--index-type", "ivfpq", "--pq-m", "10",
+                  "--nlist", nlist, "-q"))
+        said = [r.getMessage() for r in caplog.records if "fewer than FAISS wants" in r.getMessage()]
+        assert len(said) == 1 and said[0].endswith(
+            "use --index-type flat or hnsw, --index-type ivf (no codebook to train)"
+            + ", a smaller --nlist" * smaller + ", or a larger corpus"), said

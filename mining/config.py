@@ -272,10 +272,9 @@ class SelectionConfig:
         return self.margin or DEFAULT_MARGIN
 
 
-#: The highest score a margin can give: a cosine (absolute) is at most 1, a cosine less its
-#: neighbours' mean cosine (distance) below 1 where the nearest neighbours' cosines are not negative,
-#: as in any corpus of real sentences (the bound `--threshold` has; was 2, so --score-max 1.1 on
-#: the distance scale, which drops nothing, ran); the ratio has no bound.
+#: The highest score a margin can give: a cosine (absolute) at most 1, a cosine less its neighbours'
+#: mean cosine (distance) below 1 where they are not negative, as in any real corpus (the bound
+#: `--threshold` has; was 2: a --score-max 1.1 that drops nothing ran); the ratio has no bound.
 _MARGIN_CEILING = {"distance": 1.0, "absolute": 1.0}
 
 

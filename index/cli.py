@@ -158,7 +158,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @click.argument("queries", type=InputPath())
 @click.option("-k", "--k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
-              help="Default: jsonl for an OUT named .jsonl, tsv for any other name but one of another format "
+              help="Default: jsonl for an OUT named .jsonl or .ndjson, tsv for any other name but one of another format "
                    "(.json, .csv, .parquet, ...: refused) or a compressed one (refused: search writes plain "
                    "text). tsv: one hit a line: query_line, rank, "
                    "score, hit_line, hit_sentence; when the queries or "

@@ -162,7 +162,7 @@ def _before_search(summary: dict) -> str:
 @click.option("--format", "output_format", type=click.Choice(SCORE_FORMATS), default=None,
               help="tsv (a TSV/CSV input's own columns, else src and tgt, then the score columns), csv, jsonl, "
                    "parquet or hf (a Hugging Face save_to_disk folder): a JSON Lines, Parquet or dataset input's "
-                   "records with the score fields. Default: by OUT's extension (.csv, .jsonl, .parquet; an "
+                   "records with the score fields. Default: by OUT's extension (.csv, .jsonl/.ndjson, .parquet; an "
                    "existing directory: hf; else tsv).")
 @click.option("--pairs-format", type=click.Choice(("auto",) + BITEXT_FORMATS), default="auto", show_default=True,
               help="How to read PAIRS: auto = by extension (.csv; .jsonl/.ndjson/.json; .parquet; a dataset "

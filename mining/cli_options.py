@@ -200,7 +200,7 @@ output_options = _options(
                       "--tgt-lang or a store's language, else OUT.src and OUT.tgt); jsonl, parquet or hf (a Hugging Face save_to_disk "
                       "folder OUT with a dataset card): one row a pair with a translation dict keyed by the "
                       "language codes, the score, and where each side came from (file, line/row, record id); "
-                      "tmx. Default: by OUT's extension (.jsonl, .tmx, .parquet/.pq; an existing directory, or OUT/: hf; else "
+                      "tmx. Default: by OUT's extension (.jsonl/.ndjson, .tmx, .parquet/.pq; an existing directory, or OUT/: hf; else "
                       "tsv); a name ending .gz writes tsv, jsonl or tmx gzip-compressed."),
     click.option("--overwrite", is_flag=True,
                  help="Replace OUT (and OUT.json, OUT.meta) if it is an earlier xmine mining result."),

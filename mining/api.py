@@ -381,11 +381,11 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
         if (why := text_problem(text)) is not None:  # (was: the tokenizer's TypeError, or a NUL embedded)
             raise ConfigError(f"texts: item {i} holds {why}")
         if is_blank(text):  # (was: the vector of the prompt alone, near every short sentence's)
-            raise ConfigError(f"texts: item {i} is empty: it has no meaning to embed (mine and embed skip empty "
-                              "lines); leave it out")
+            raise ConfigError(f"texts: item {i} is empty: it has no meaning to embed (mine and embed skip it); leave it out")
     for name, value in (("prompt", prompt), ("prompt_name", prompt_name), ("runtime", runtime), ("device", device),
-                        ("precision", precision)):
-        if value is not None and not isinstance(value, str):  # (runtime, prompt_name, device: was not taken)
+                        ("precision", precision), ("encoder", encoder), ("projection", projection)):
+        # (runtime, prompt_name, device: was not taken; encoder, projection: a TypeError from pathlib)
+        if value is not None and not isinstance(value, (str, os.PathLike) if name == "projection" else str):
             raise ConfigError(f"{name} must be a string or None (got {value!r})")
     precision = "auto" if precision is None else precision  # (was: None let through, then refused as "not None")
     EncoderConfig(precision=precision, runtime=runtime)  # checks both: a ConfigError, as EncodingConfig's

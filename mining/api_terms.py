@@ -34,7 +34,8 @@ KEYWORDS = {
     # a side's reading options: SideInput(input_format=InputFormat(...)) (xmine.io.reader_base)
     "--input-format": "InputFormat(format=)", "--src-input-format": "InputFormat(format=)",
     "--tgt-input-format": "InputFormat(format=)", "--text-field": "InputFormat(text_field=)",
-    "--id-field": "InputFormat(id_field=)", "--split": "InputFormat(split=)",
+    "--id-field": "InputFormat(id_field=)", "--text-column": "InputFormat(text_field=)",
+    "--ray": "SearchConfig(ray=)", "--split": "InputFormat(split=)",
     # score's bitext: score(bitext_format=BitextFormat(...)) (xmine.mining.bitext)
     "--pairs-format": "BitextFormat(format=)", "--src-field": "BitextFormat(src_field=)",
     "--tgt-field": "BitextFormat(tgt_field=)", "--src-column": "BitextFormat(src_field=)",
@@ -54,11 +55,11 @@ FLAGS = {
 #: the words an option's value may be, read as its value where one follows the option
 _CHOICES = ("none", "ratio", "distance", "absolute", "balanced", "precision", "max", "intersect", "fwd", "bwd",
             "auto", "fp32", "bf16", "fp16", "int8", "torch", "openvino", "cpu", "cuda", "default",
-            "flat", "ivf", "hnsw", "ivfpq", "ivfpqfs", "opq")
+            "text", "jsonl", "parquet", "hf", "csv", "tsv", "moses", "flat", "ivf", "hnsw", "ivfpq", "ivfpqfs", "opq")
 _OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-k)(?![\w-])(?:=(?P<given>[^\s,;)]+)|[ ](?P<value>"
                      r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:e-?\d+)?(?![\w.])|'[^'\s]*'"  # a number (1,000), a quoted value
                      rf"|(?:{'|'.join(_CHOICES)})(?![\w:-])|cuda:\d+(?![\w-])"  # a choice, a device
-                     r"|\.{0,2}/[^\s,;)]*"  # a path
+                     r"|\.{0,2}/[^\s,;)]+"  # a path
                      r"|(?<=-lang )(?!and\b|not\b|nor\b|or\b)[a-z]{2,3}(?:_[A-Z][a-z]{3})?(?![\w-])))?")  # a language
 _SWITCH = re.compile(rf"(?<![\w-])({'|'.join(_SWITCHED_OFF)}) (\w+)")
 #: what is said as it is: a command line to type (`xmine calibrate -k 8`, in backticks or not)

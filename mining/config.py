@@ -68,9 +68,9 @@ class SideInput:
         check_field_types(self, paths=("path",))  # (was: a bare TypeError from Path(5))
         if not is_url(self.path):  # (a Path would drop one of a URL's slashes)
             object.__setattr__(self, "path", Path(self.path))
-        if isinstance(self.keep_fields, str):
-            raise ConfigError(f"{self.path}: keep_fields must be a list of field names, not the string "
-                              f"{self.keep_fields!r}")
+        if isinstance(self.keep_fields, str) or not hasattr(self.keep_fields, "__iter__"):  # (5: was a TypeError)
+            raise ConfigError(f"{self.path}: keep_fields must be a list of field names, not "
+                              f"{'the string ' * isinstance(self.keep_fields, str)}{self.keep_fields!r}")
         object.__setattr__(self, "keep_fields", tuple(self.keep_fields))
         if not all(isinstance(name, str) and name.strip() for name in self.keep_fields):
             raise ConfigError(f"{self.path}: keep_fields must be non-empty field names (got {list(self.keep_fields)})")

@@ -556,3 +556,36 @@ def test_api_says_its_result_and_refusals_in_terms_of_what_the_caller_passed(tmp
         with pytest.raises(ConfigError, match=rf"^{next(iter(bad))} must be one of .* \(got 'bogus'\)$"):
             xmine.embed(["Hallo Welt"], encoder="use-m3", **bad)
     assert xmine.embed(["Hallo Welt"], encoder="use-m3", precision=None).shape == (1, 512)
+
+
+def test_reading_configs_check_their_fields_and_take_a_column_number(tmp_path):
+    """(a helper: BitextFormat(src_field=1), the documented 1-based column, was an AttributeError,
+    BitextFormat(format='x') a KeyError inside score, InputFormat(text_field=5) an AttributeError,
+    embed(encoder=5) and SideInput(keep_fields=5) TypeErrors, and "--text-column" and " / " left
+    as options and a path in what a Python caller reads.)"""
+    import xmine
+    from xmine.errors import ConfigError
+    from xmine.io.reader_base import InputFormat
+    from xmine.mining.api_terms import python_terms
+    from xmine.mining.bitext import BitextFormat
+    from xmine.mining.config import SideInput
+
+    (tmp_path / "pairs.tsv").write_text("de\ten\nDer Hund schläft.\tThe dog sleeps.\nEs regnet.\tIt rains.\n",
+                                        encoding="utf-8")
+    table = xmine.score(tmp_path / "pairs.tsv", bitext_format=BitextFormat(src_field=1, tgt_field=2, header=True),
+                        encoder="use-m3", threshold=None)
+    assert table.column(table.column_names[0]).to_pylist() == ["Der Hund schläft.", "Es regnet."], table.column_names
+    assert InputFormat(format="tsv", text_field=2).text_field == "2"
+    for make, message in ((lambda: BitextFormat(format="x"), "format must be auto or one of tsv, csv"),
+                          (lambda: BitextFormat(header="yes"), "header must be True or False (got 'yes')"),
+                          (lambda: InputFormat(header="yes"), "header must be True or False (got 'yes')"),
+                          (lambda: InputFormat(text_field=["text"]), "text_field must be a string (got ['text'])"),
+                          (lambda: SideInput(path="de.txt", keep_fields=5), "keep_fields must be a list of field "
+                                                                              "names, not 5"),
+                          (lambda: xmine.embed(["a"], encoder=5), "encoder must be a string or None (got 5)"),
+                          (lambda: xmine.embed(["a"], projection=5), "projection must be a string or None (got 5)")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            make()
+    assert python_terms("choose one with --text-field or --text-column") == (
+        "choose one with InputFormat(text_field=) or InputFormat(text_field=)")
+    assert python_terms("give --src-field / --tgt-field") == "give BitextFormat(src_field=) / BitextFormat(tgt_field=)"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from xmine.io.corpus import DEFAULT_MAX_CHARS, WARN_LIST, CorpusStats, is_blank
-from xmine.errors import ConfigError, InputError
+from xmine.errors import ConfigError, InputError, check_field_types
 from xmine.artefacts.fileio import sha256_file
 from xmine.artefacts.output_state import tree_record
 from xmine.io.stdin import recorded_path
@@ -73,6 +73,12 @@ class InputFormat:
     format_option: str = "--input-format"
 
     def __post_init__(self) -> None:
+        for name in ("text_field", "id_field"):  # a column number given as an int (tsv/csv: 1-based)
+            value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, name, str(value))
+        check_field_types(self, strings=("format", "text_field", "id_field", "split", "format_option"),
+                          booleans=("header", "split_sentences"))
         if self.format not in ("auto",) + FORMATS:
             raise ConfigError(f"{self.format_option} must be auto or one of {', '.join(FORMATS)}, not {self.format!r}")
         if not self.text_field:

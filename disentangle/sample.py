@@ -198,6 +198,14 @@ def sample_pairs(
         counts[f"{key[0]}-{key[1]}"] = {"available": len(pool), "repeated": len(read) - len(pool),
                                         "train": n - n_valid, "valid": n_valid} | (
                                             {"shared_dropped": dropped} if dropped else {})
+        # A batch needs two pairs of its language pair: a lone one is never in a batch (was: said nowhere,
+        # and counted as trained); the check below refuses only where no language pair has two.
+        if short := [f"{c} {part} pair{'s' * (c != 1)}: never in a batch{what}" for c, part, what in (
+                (n - n_valid, "training", ", never trained on"), (n_valid, "held-out", " of the validation loss"))
+                if c < 2]:
+            log.warning(f"{key[0]}-{key[1]}: {' and '.join(short)} (a batch needs two pairs of one language pair); "
+                        f"give at least {_least_pairs(valid_fraction)} distinct pairs of it, or leave it out")
+            counts[f"{key[0]}-{key[1]}"]["too_few"] = "; ".join(short)
     if not (any(c["valid"] >= 2 for c in counts.values()) and any(c["train"] >= 2 for c in counts.values())):
         # a batch needs two pairs (each pair's partner is another pair of its batch); checked before
         # anything is encoded (was: "no validation batch" once the pairs were embedded)

@@ -777,3 +777,25 @@ def test_center_refuses_the_options_of_training(tmp_path):
         for extra, named in ((["--lr", "0.5", "--max-epochs", "7"], "--lr, --max-epochs"), (["--layers", "2"], "--layers")):
             res = xm("train", "--method", "center", "--pairs", tmp_path / "missing", "-o", tmp_path / "p", *extra)
             assert res.exit_code == 2 and f"{named}: not used by --method center" in res.output, res.output
+
+
+def test_a_language_pair_too_small_for_a_batch_is_said(tmp_path, caplog):
+    """(a helper: spa-eng of one pair beside deu-eng's 200, exit 0, no word, its pair recorded as
+    trained: a batch needs two pairs of one language pair, so it never was.) Said per language
+    pair and recorded in the counts; a language pair of enough pairs gets no note."""
+    from xmine.disentangle.data import discover_pairs
+    from xmine.disentangle.sample import sample_pairs
+
+    for name, lines in (("x.de", [f"Satz Nummer {i} ist hier." for i in range(200)]),
+                        ("x.en", [f"Sentence number {i} is here." for i in range(200)]),
+                        ("y.es", ["Una frase sola."]), ("y.en", ["A lone sentence."])):
+        (tmp_path / name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    files = discover_pairs([f"{tmp_path / 'x.de'}:{tmp_path / 'x.en'}", f"{tmp_path / 'y.es'}:{tmp_path / 'y.en'}"])
+    with caplog.at_level("WARNING", logger="xmine"):
+        sample = sample_pairs(files, max_pairs_per_lang=None, valid_fraction=0.1, seed=0, fingerprint_files=False)
+    counts = sample.summary["counts"]
+    assert "too_few" not in counts["deu-eng"]
+    assert counts["spa-eng"]["too_few"].startswith("1 training pair: never in a batch, never trained on")
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 1 and said[0].startswith("spa-eng: 1 training pair: never in a batch, never trained on and "
+                                                 "0 held-out pairs: never in a batch of the validation loss"), said

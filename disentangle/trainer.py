@@ -1,18 +1,16 @@
 """Train a disentangler on parallel data: sample, embed (cached), fit, early-stop, save, resume.
 
-The run: `discover_pairs` -> `sample_pairs` (seeded, 10% held out) -> raw embeddings through
-`xmine.encoders.embed_cache.cached_encode` -> epochs of Adam over batches -> the best (lowest validation
-loss) weights saved as a projection directory (see `projection.py`).
+The run: `discover_pairs` -> `sample_pairs` (seeded, 10% held out) -> raw embeddings (`cached_encode`)
+-> epochs of Adam over batches -> the best (lowest validation loss) weights saved (`projection.py`).
 
 Batches: each batch holds pairs of ONE language pair (all sources one language, all targets
 one), so the random same-language partners s', t' the losses need are drawn inside the batch:
 partner(i) = (i + k) mod B with k uniform in [1, B-1], one k per batch (never the pair itself).
-Batches of all language pairs are shuffled together each epoch, so the model is multilingual.
+Batches of all language pairs are shuffled together each epoch (a multilingual model).
 
 Checkpoint: after every epoch `OUT/.work/checkpoint.safetensors` is replaced atomically (model,
-optimisers, RNG state, epoch, best weights, history, patience counter, and a signature of the
-settings and data). A rerun with the same settings resumes after the last finished epoch; a rerun
-with different settings is refused unless `restart=True`.
+optimisers, RNG state, epoch, best weights, history, patience, a signature of settings and data):
+a rerun resumes after its last epoch; one with other settings is refused unless `restart=True`.
 """
 
 from __future__ import annotations
@@ -197,10 +195,12 @@ def _fit_langid(model, data: _Data, languages: list[str]) -> dict[str, Any]:
                                                   _language_parts(model, data.e_t[tr], data.lang_t[tr])]),
                                 torch.cat([data.lang_s[tr], data.lang_t[tr]]))
     va = torch.from_numpy(data.valid_idx)
-    # Held-out rows: the language is NOT given (centering infers it, like at use time).
-    return langid_report(torch.cat([_language_parts(model, data.e_s[va], None),
-                                    _language_parts(model, data.e_t[va], None)]),
-                         torch.cat([data.lang_s[va], data.lang_t[va]]), cent, languages)
+    # Held-out rows: the language is NOT given (centering infers it, like at use time); a sentence held
+    # out in several language pairs (multi-way data's English) counts once (was: once a language pair)
+    rows, langs = torch.cat([data.e_s[va], data.e_t[va]]), torch.cat([data.lang_s[va], data.lang_t[va]])
+    first = np.unique(np.column_stack([langs.numpy(), rows.numpy()]), axis=0, return_index=True)[1]
+    keep = torch.from_numpy(np.sort(first))
+    return langid_report(_language_parts(model, rows[keep], None), langs[keep], cent, languages)
 
 
 def step(opt, loss, state: dict, lr: float) -> float:

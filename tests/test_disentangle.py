@@ -799,3 +799,21 @@ def test_a_language_pair_too_small_for_a_batch_is_said(tmp_path, caplog):
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(said) == 1 and said[0].startswith("spa-eng: 1 training pair: never in a batch, never trained on and "
                                                  "0 held-out pairs: never in a batch of the validation loss"), said
+
+
+def test_a_sentence_held_out_in_several_language_pairs_counts_once_in_the_langid_report():
+    """(a helper: multi-way data's English, held out in every xx-eng pair, counted once a pair: with
+    three languages beside it, 20 English lines passed the trust rule's 50.)"""
+    import torch
+
+    from xmine.disentangle.model import Disentangler
+    from xmine.disentangle.trainer import _Data, _fit_langid
+
+    rng = np.random.default_rng(0)
+    deu, fra, eng = (torch.tensor(rng.normal(size=(10, 8)), dtype=torch.float32) for _ in range(3))
+    model = Disentangler({"dim": 8, "architecture": "residual", "languages": ["deu", "fra", "eng"]})
+    data = _Data(e_s=torch.cat([deu, fra]), e_t=torch.cat([eng, eng]),
+                 lang_s=torch.tensor([0] * 10 + [1] * 10), lang_t=torch.tensor([2] * 20),
+                 group=np.repeat([0, 1], 10), train_idx=np.r_[0:6, 10:16], valid_idx=np.r_[6:10, 16:20])
+    report = _fit_langid(model, data, ["deu", "fra", "eng"])
+    assert report["sentences"] == 12  # 4 German, 4 French, 4 English (was 16: the English twice)

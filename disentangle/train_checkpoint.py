@@ -260,6 +260,12 @@ def _part(tensors: dict, prefix: str) -> dict:
 
 def verify_checkpoint(path: Path) -> int:
     """`xmine verify` of a projection's checkpoint: its header is xmine's and every tensor loads and
-    matches the checksum it was written with; the bytes read."""
-    _tensors(path, read_header(path))
+    matches the checksum it was written with; the bytes read. Damaged, the error says what verify's
+    user can do (was: "pass --restart", an option of train, not of verify)."""
+    try:
+        _tensors(path, read_header(path))
+    except ArtefactError as e:
+        said = str(e).removesuffix("; pass --restart to discard it")
+        raise ArtefactError(f"{said}; the projection's own files are checked before it, and it serves only to "
+                            f"resume training: delete {path.parent}, or train again with --restart") from None
     return path.stat().st_size

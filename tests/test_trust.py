@@ -106,7 +106,9 @@ def test_a_planted_pickle_checkpoint_never_runs(ws, planted):
         before = tree(ws)
         refused(xm(*train, "--max-epochs", 3, "--overwrite"), "checkpoint.safetensors",
                 "not a training checkpoint xmine wrote", "--restart")
-        refused(xm("verify", evil), "checkpoint.safetensors", "not a training checkpoint xmine wrote")
+        # what verify's user can do (was: "pass --restart to discard it", an option verify has not)
+        refused(xm("verify", evil), "checkpoint.safetensors", "not a training checkpoint xmine wrote",
+                f"it serves only to resume training: delete {evil / '.work'}, or train again with --restart")
         assert tree(ws) == before
     assert not pwned.exists()
 

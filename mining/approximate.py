@@ -203,8 +203,10 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         threads = executor.node_cpus()
         want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if pq_code(plan["factory"]) else 0))
         exact = "exact mining (no --approximate)"  # (was: "--index-type ivf" to score, which has none)
-        training = Training(factory=plan["factory"], size=want, seed=config.seed, sides=("src", "tgt"), where="--approximate: ",
-                            advice=few_rows_advice(plan, exact, dim=dim) if config.tunable else "use exact search (no --approximate) for corpora this small")
+        advice = (few_rows_advice(plan, exact, dim=dim) if config.tunable
+                  else "use exact search (no --approximate) for corpora this small")
+        training = Training(factory=plan["factory"], size=want, seed=config.seed, sides=("src", "tgt"),
+                            where="--approximate: ", advice=advice)
         trained_bytes = executor.call(with_threads, threads, train_index, training, executor.share(x),
                                       executor.share(y), cpus=threads)
         with atomic_path(trained_file) as tmp:

@@ -6,10 +6,10 @@ calibrated values only for its own spaces. For any other encoder, or a projectio
 this command measures them on translations it can check: FLORES-200 devtest for the user's
 language pair (from the data folder), or line-aligned gold pairs the user gives.
 
-The set is built as the shipped calibration's (gold hidden among distractors of its language and
-domain), seeded: a fifth of the pairs are the gold; the source sides of two fifths and the target
-sides of the other two are the distractors (none has its translation on the other side), so each
-side holds 3/5 of the pairs, a third of them gold. The set is mined exactly (k neighbours, max retrieval, no threshold), and for
+The set is built as the shipped calibration's (gold among distractors of its language and domain),
+seeded: a fifth of the pairs are the gold; the source sides of two fifths and the target sides of
+the other two are the distractors (none has its translation on the other side), so each side
+holds 3/5 of the pairs, a third gold. Mined exactly (k neighbours, max retrieval, no threshold), for
 each margin the record holds:
 - `balanced`: the threshold of the best F1;
 - `precision`: the lowest threshold at which precision is at least 0.95, and not below `balanced`

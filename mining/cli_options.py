@@ -214,8 +214,8 @@ output_options = _options(
                       "sentence split out of a record."),
     click.option("--keep-filtered", type=click.Path(dir_okay=False, path_type=Path), default=None,
                  help="Also write the pairs the filters dropped here: score<TAB>src<TAB>tgt<TAB>rule, and "
-                      "with --line-numbers the src and tgt line numbers (atomically, with its FILE.json summary, which marks it as xmine's; replaced only with "
-                      "--overwrite, like OUT)."),
+                      "with --line-numbers the src and tgt line numbers (atomically, with its FILE.json summary, "
+                      "which marks it as xmine's; replaced only with --overwrite, like OUT)."),
     click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success."))
 
 #: --margin, --retrieval, --threshold, --calibration and --operating-point of `xmine mine`, handed to it as

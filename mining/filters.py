@@ -116,7 +116,8 @@ class PairFilterConfig:
         language rule is active the per-language confidence it asks (`langid.thresholds_record`; mine's
         and score's summaries alike: was mine's alone)."""
         active = list(self.active(margin, langs))
-        lid = {"lid_thresholds": thresholds_record(langs, self.lid, self.lid_min_confidence)} if "language" in active else {}
+        lid = ({"lid_thresholds": thresholds_record(langs, self.lid, self.lid_min_confidence)}
+               if "language" in active else {})
         return dataclasses.asdict(self) | {"disabled": sorted(self.disabled), "active": active} | lid
 
 

@@ -62,9 +62,8 @@ def mined_in_another_space(bitext, encoder: dict, projection: dict | None) -> st
     made, made_projection = mined["encoder"], mined.get("projection")
     made_id = made_projection.get("id") if isinstance(made_projection, dict) else None
     if made.get("name") == encoder.get("name") and made_id == (projection or {}).get("id"):
-        # (a record leaves out the defaults: fp32 on torch)
-        was, now = ({key: rec.get(key) or {"precision": "fp32", "runtime": "torch"}[key] for key in ("precision", "runtime")}
-                    for rec in (made, encoder))
+        defaults = {"precision": "fp32", "runtime": "torch"}  # (what a record leaves out)
+        was, now = ({key: rec.get(key) or default for key, default in defaults.items()} for rec in (made, encoder))
         other = [key for key in was if was[key] != now[key]]
         return None if not other else (
             f"{bitext.path} was mined at {' and '.join(f'{key} {was[key]}' for key in other)}, but is scored at "

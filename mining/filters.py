@@ -117,7 +117,7 @@ class PairFilterConfig:
         and score's summaries alike: was mine's alone)."""
         active = list(self.active(margin, langs))
         lid = ({"lid_thresholds": thresholds_record(langs, self.lid, self.lid_min_confidence)}
-               if "language" in active else {})
+               if "language" in active and langs is not None else {})  # (None: languages unknown here)
         return dataclasses.asdict(self) | {"disabled": sorted(self.disabled), "active": active} | lid
 
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import zipfile
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -37,8 +35,6 @@ from xmine.artefacts.fileio import atomic_path
 from xmine.mining.knn_product import default_blocks, default_workers, product_knn_both
 from xmine.store.rows import RowSubset
 from xmine.topk import merge_topk
-
-log = logging.getLogger("xmine.mining")
 
 #: Tile rows, in blocks: enough that a tile's threshold sample (1024 rows of each side) costs a
 #: few percent of its product. Tile columns on a cluster, in blocks: several tiles per CPU at
@@ -198,22 +194,10 @@ class TileCheckpoint(KeyedDir):
 
     def load(self, t):
         """The saved (fs, fi, bs, bi) of tile t, or None: not run yet, or damaged (then deleted,
-        with a warning, so it is computed again)."""
-        path = self._path(t)
-        if not path.exists():
-            return None
-        try:
-            with np.load(path) as z:
-                saved = z["fs"], z["fi"], z["bs"], z["bi"]
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
-            why = f"unreadable ({type(e).__name__}: {e})"
-        else:
-            why = self._problem(t, *saved)
-            if why is None:
-                return saved
-        log.warning(f"{path}: damaged mining checkpoint ({why}); recomputing that tile")
-        path.unlink(missing_ok=True)
-        return None
+        with a warning, so it is computed again: `KeyedDir.load_arrays`)."""
+        return self.load_arrays(self._path(t).name, ("fs", "fi", "bs", "bi"),
+                                check=lambda *saved: self._problem(t, *saved), what="mining checkpoint",
+                                again="recomputing that tile")
 
     def _problem(self, t, fs, fi, bs, bi) -> str | None:
         i0, i1, j0, j1 = t

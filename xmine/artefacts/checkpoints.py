@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import zipfile
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -45,20 +45,27 @@ class KeyedDir:
     def path(self, name: str) -> Path:
         return self.dir / name
 
-    def load_arrays(self, name: str, keys: Sequence[str]) -> tuple | None:
-        """The arrays `keys` of the saved .npz `name`, or None: not saved yet, or damaged (deleted,
-        with a warning, so the step computes it again; was: a truncated file's traceback, exit 1,
-        whatever --overwrite, the key unchanged)."""
+    def load_arrays(self, name: str, keys: Sequence[str], *, check: Callable[..., str | None] | None = None,
+                    what: str = "checkpoint", again: str = "computing it again") -> tuple | None:
+        """The arrays `keys` of the saved .npz `name`, or None: not saved yet, or damaged: unreadable,
+        or (`check`, given the arrays) a problem it names. A damaged one is deleted with a warning
+        ("<path>: damaged <what> (<why>); <again>"), so the step computes it again (was, for the
+        approximate search's: a truncated file's traceback, exit 1, whatever --overwrite)."""
         path = self.path(name)
         if not path.is_file():
             return None
         try:
             with np.load(path) as saved:
-                return tuple(saved[key] for key in keys)
+                arrays = tuple(saved[key] for key in keys)
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
-            log.warning(f"{path}: damaged checkpoint, unreadable ({type(e).__name__}: {e}); computing it again")
-            path.unlink(missing_ok=True)
-            return None
+            why = f"unreadable ({type(e).__name__}: {e})"
+        else:
+            why = check(*arrays) if check is not None else None
+            if why is None:
+                return arrays
+        log.warning(f"{path}: damaged {what} ({why}); {again}")
+        path.unlink(missing_ok=True)
+        return None
 
     def own_files(self) -> list[Path]:
         """The step's files here, with the temporaries a killed writer may have left."""

@@ -31,7 +31,17 @@ def index_side_note(side, role: str) -> str | None:
     """What a side searched through its own index does to the margins, where that search is not
     exact (was: said nowhere; a helper found an IVF index visiting 4 of its 100 lists keep more
     pairs than exact mining, and a PQ index 17% fewer): None for an exact (flat) index."""
-    choice = side.index.manifest.choice
+    why = _inexact_search(side.index.manifest.choice)
+    if not why:
+        return None
+    return (f"{role} side {side.path} is a {side.index.manifest.choice.factory} index: {'; '.join(why)}. The "
+            "thresholds were calibrated with exact neighbours; mine the embedding store the index was built from "
+            "for those (exact, or --approximate, which refines its candidates with the stored vectors)")
+
+
+def _inexact_search(choice) -> list[str]:
+    """Why a search through the index `choice` describes is not exact, and what that does to the
+    margins; [] for an exact one (flat, or IVF visiting every list, of stored vectors)."""
     why = []
     if pq_code(choice.factory):
         why.append("it holds PQ codes, so every score is computed on decoded vectors, which score translations "
@@ -41,11 +51,7 @@ def index_side_note(side, role: str) -> str | None:
                    "margins run higher than an exact search's (more pairs reach the threshold)")
     if "HNSW" in choice.factory:
         why.append("its graph search may miss neighbours, so margins may run higher than an exact search's")
-    if not why:
-        return None
-    return (f"{role} side {side.path} is a {choice.factory} index: {'; '.join(why)}. The thresholds were calibrated "
-            "with exact neighbours; mine the embedding store the index was built from for those (exact, or "
-            "--approximate, which refines its candidates with the stored vectors)")
+    return why
 
 
 def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executor, show_progress: bool, tag: str):
@@ -67,7 +73,7 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
     # An index searched exactly (flat, or IVF visiting every list) finds what flat chunks over the
     # mined rows find, and those hold only the rows mined (was: the index's first 1,024 hits, where
     # --min-length or the language filter left few of them mined: fewer than k, and other pairs)
-    if base_side.index is None or index_side_note(base_side, "") is None:
+    if base_side.index is None or not _inexact_search(base_side.index.manifest.choice):
         chunks = FlatChunks(base.rows)
         _, rows = search_blocks(chunks, len(chunks), queries, fetch, **search)
     else:

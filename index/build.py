@@ -17,8 +17,8 @@ from xmine.artefacts.directory import atomic_dir, provenance
 from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path, sha256_file, write_failure, write_manifest
-from xmine.index.choose import (choose_index, coarse_pq, default_shard_rows, memory_budget_bytes, pq_code,
-                                pq_subquantisers, unused_settings)
+from xmine.index.choose import (MIN_TRAIN_PER_LIST, choose_index, coarse_pq, default_shard_rows, memory_budget_bytes,
+                                pq_code, pq_subquantisers, unused_settings)
 from xmine.io.compression import count_lines
 from xmine.index.faiss_index import (FORMAT_VERSION, KIND, IndexDir, faiss_computing, faiss_reason, shard_name, shard_plan, to_cpu, to_gpu,
                                      units_use_gpus)
@@ -126,8 +126,11 @@ def build_index(
     rows = executor.share(embeddings)
     threads = executor.node_cpus()
     # only what would help (was: "a smaller --nlist" where the PQ codebooks, not the lists, were short)
-    remedies = (["--index-type flat or hnsw"] + ["--index-type ivf (no codebook to train)"] * bool(pq_code(choice.factory))
-                + ["a smaller --nlist"] * bool(choice.nlist and min(n, choice.train_size) < 39 * choice.nlist))
+    remedies = ["--index-type flat or hnsw"]
+    if pq_code(choice.factory):
+        remedies.append("--index-type ivf (no codebook to train)")
+    if choice.nlist and min(n, choice.train_size) < MIN_TRAIN_PER_LIST * choice.nlist:  # (FAISS's least a list)
+        remedies.append("a smaller --nlist")
     training = Training(factory=choice.factory, size=choice.train_size, seed=config.seed, gpu=use_gpu,
                         advice=f"use {', '.join(remedies)}, or a larger corpus")
     trained = executor.call(with_threads, threads, train_index, training, rows, cpus=threads, gpus=int(use_gpu))

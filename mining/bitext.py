@@ -39,8 +39,8 @@ from xmine.artefacts.input_artefacts import artefact_kind, manifest_hash
 from xmine.artefacts.output_state import dir_kind
 from xmine.errors import ConfigError, InputError, check_field_types
 from xmine.langs import is_known_lang, normalize_lang
-from xmine.io.reader_base import (MISSING, a_kind, field_at, format_by_path, json_kind, size_and_sha256,
-                                   text_problem)
+from xmine.io.reader_base import (MISSING, a_kind, field_at, fields_named, format_by_path, json_kind,
+                                   size_and_sha256, text_problem)
 from xmine.io.stdin import shown_path
 from xmine.store import EmbeddingStore
 from xmine.io.readers import jsonl_records
@@ -69,10 +69,7 @@ class BitextFormat:
     split: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("src_field", "tgt_field"):  # a column number given as an int (tsv/csv: 1-based)
-            value = getattr(self, name)
-            if isinstance(value, int) and not isinstance(value, bool):
-                object.__setattr__(self, name, str(value))
+        fields_named(self, ("src_field", "tgt_field"))
         check_field_types(self, strings=("format", "src_field", "tgt_field", "split"), booleans=("header",))
         if self.format not in ("auto",) + BITEXT_FORMATS:
             raise ConfigError(f"format must be auto or one of {', '.join(BITEXT_FORMATS)} (got {self.format!r})")

@@ -47,6 +47,15 @@ def one_line(text: str) -> str:
     return _BREAKERS.sub(" ", text)
 
 
+def fields_named(config, names: tuple[str, ...]) -> None:
+    """The fields `names` of the frozen dataclass `config` given as an int (a tsv/csv column, 1-based,
+    as a Python caller writes it) made the string the command line gives (was: an AttributeError)."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            object.__setattr__(config, name, str(value))
+
+
 @dataclass(kw_only=True, frozen=True)
 class InputFormat:
     """How to read a corpus file or folder (the --input-format options)."""
@@ -73,10 +82,7 @@ class InputFormat:
     format_option: str = "--input-format"
 
     def __post_init__(self) -> None:
-        for name in ("text_field", "id_field"):  # a column number given as an int (tsv/csv: 1-based)
-            value = getattr(self, name)
-            if isinstance(value, int) and not isinstance(value, bool):
-                object.__setattr__(self, name, str(value))
+        fields_named(self, ("text_field", "id_field"))
         check_field_types(self, strings=("format", "text_field", "id_field", "split", "format_option"),
                           booleans=("header", "split_sentences"))
         if self.format not in ("auto",) + FORMATS:

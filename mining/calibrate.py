@@ -46,7 +46,8 @@ from xmine.encoders.loader import known_encoder_name
 from xmine.errors import ConfigError, InputError
 from xmine.io.corpus import copies_among, read_parallel
 from xmine.langs import is_known_lang, lang_script, normalize_lang, same_language
-from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection, unseen_languages
+from xmine.encoders.projection import (choose_projection, read_projection_json, resolve_projection, unseen_languages,
+                                      unseen_languages_note)
 
 log = logging.getLogger(__name__)
 
@@ -237,9 +238,8 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
         proj.check_encoder(model.fingerprint())
     if unseen := unseen_languages(ProjectionFingerprint.from_dict(proj.fingerprint(), where="projection")
                                   if proj is not None else None, (src_lang, tgt_lang)):  # (was: unsaid, mine warns)
-        log.warning(f"projection {choice.path} was not trained on {', '.join(unseen)}: its meaning part of "
-                    f"{'that language' if len(unseen) == 1 else 'those languages'} is untested, and so are thresholds "
-                    f"measured in it; `xmine bench tatoeba --projection {choice.path}` measures it")
+        log.warning(f"{unseen_languages_note(choice.path, unseen)}, and so are thresholds measured in it; "
+                    f"`xmine bench tatoeba --projection {choice.path}` measures it")
     encode = encode or functools.partial(model.encode, show_progress=show_progress)
     sides = [np.asarray(encode(texts), dtype=np.float32) for texts in (src, tgt)]
     language_check = _check_languages(proj, sides, (src, tgt), (src_lang, tgt_lang))

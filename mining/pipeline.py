@@ -62,7 +62,7 @@ from xmine.io.readers import check_has_text, for_each_input, reading_of
 from xmine.io.record_fields import check_fields_readable, kept_field_columns, record_fields
 from xmine.artefacts.records import to_json
 from xmine.encoders.loader import untrained_languages
-from xmine.encoders.projection import unseen_languages
+from xmine.encoders.projection import unseen_languages, unseen_languages_note
 from xmine.langs import UNDETERMINED, given_or_recorded
 from xmine.io.stdin import as_given, is_stdin, is_url, shown_path, spool_stdin, spool_url
 from xmine.tempdirs import temporary_directory
@@ -281,10 +281,8 @@ def _mine(config: MineConfig, *, show_progress: bool,
                 log.warning(untrained_note)
             unseen = unseen_languages(sx.projection, [lang for lang in langs if lang != UNDETERMINED])
             if unseen:  # (was: a projection trained on de-en mined fr-es without a word)
-                unseen_note = (f"projection {sx.projection.path} was not trained on {', '.join(unseen)}: its meaning "
-                               f"part of {'that language' if len(unseen) == 1 else 'those languages'} is untested; "
-                               f"`xmine bench tatoeba --projection {sx.projection.path}` measures it, and "
-                               "`--projection none` mines raw embeddings")
+                unseen_note = (f"{unseen_languages_note(sx.projection.path, unseen)}; `xmine bench tatoeba --projection "
+                               f"{sx.projection.path}` measures it, and `--projection none` mines raw embeddings")
                 log.warning(unseen_note)
             pre_record = pre_search(mx, my, langs=langs, config=config.filters.pre_clean, filters=filters,
                                     margin=mining.margin)

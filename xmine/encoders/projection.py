@@ -107,6 +107,13 @@ def unseen_languages(fingerprint: ProjectionFingerprint | None, langs) -> list[s
     return [lang for lang in langs if known and lang and normalize_lang(lang) not in known]
 
 
+def unseen_languages_note(projection_dir, unseen: list[str]) -> str:
+    """What `mine` and `calibrate` say of the languages `unseen` (`unseen_languages`) a projection
+    was not trained on; each adds its remedy."""
+    return (f"projection {projection_dir} was not trained on {', '.join(unseen)}: its meaning part of "
+            f"{'that language' if len(unseen) == 1 else 'those languages'} is untested")
+
+
 DEFAULT = "default"
 NONE = "none"
 #: The folder of shipped projections (package data), one sub-folder per encoder name.
@@ -286,4 +293,4 @@ def projection_defaults(projection_dir: str | Path) -> SpaceDefaults | None:
 __all__ = ["CONFIG", "DEFAULT", "NONE", "PROJECTION_FILES", "PROJECTION_FORMAT", "PROJECTION_KIND", "ProjectionChoice",
            "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "choose_projection", "open_projection",
            "projection_defaults", "projection_files", "read_projection_json", "read_shipped_json",
-           "resolve_projection", "shipped_dir", "shipped_encoder", "shipped_info", "unseen_languages"]
+           "resolve_projection", "shipped_dir", "shipped_encoder", "shipped_info", "unseen_languages", "unseen_languages_note"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from xmine.artefacts.records import EncoderId
 from xmine.mining.writers import MINING_KIND, moses_suffixes
 
 
@@ -62,13 +63,16 @@ def mined_in_another_space(bitext, encoder: dict, projection: dict | None) -> st
     made, made_projection = mined["encoder"], mined.get("projection")
     made_id = made_projection.get("id") if isinstance(made_projection, dict) else None
     if made.get("name") == encoder.get("name") and made_id == (projection or {}).get("id"):
-        defaults = {"precision": "fp32", "runtime": "torch"}  # (what a record leaves out)
-        was, now = ({key: rec.get(key) or default for key, default in defaults.items()} for rec in (made, encoder))
-        other = [key for key in was if was[key] != now[key]]
+        if not (isinstance(made.get("id"), str) and isinstance(encoder.get("id"), str)):
+            return None
+        # (the id holds the precision and runtime, fp32 on torch where it names none)
+        was, now = (EncoderId.parse(rec["id"]) for rec in (made, encoder))
+        other = [key for key in ("precision", "runtime") if getattr(was, key) != getattr(now, key)]
         return None if not other else (
-            f"{bitext.path} was mined at {' and '.join(f'{key} {was[key]}' for key in other)}, but is scored at "
-            f"{' and '.join(f'{key} {now[key]}' for key in other)}: its margins differ from mine's by the "
-            f"embeddings' rounding; give {' '.join(f'--{key} {was[key]}' for key in other)} to score it as it was mined")
+            f"{bitext.path} was mined at {' and '.join(f'{key} {getattr(was, key)}' for key in other)}, but is scored "
+            f"at {' and '.join(f'{key} {getattr(now, key)}' for key in other)}: its margins differ from mine's by the "
+            f"embeddings' rounding; give {' '.join(f'--{key} {getattr(was, key)}' for key in other)} to score it as it "
+            "was mined")
 
     def space(name, proj) -> str:
         return f"encoder {name!r} and " + (f"projection {proj.get('path')}" if isinstance(proj, dict)

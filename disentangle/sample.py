@@ -200,9 +200,12 @@ def sample_pairs(
                                             {"shared_dropped": dropped} if dropped else {})
         # A batch needs two pairs of its language pair: a lone one is never in a batch (was: said nowhere,
         # and counted as trained); the check below refuses only where no language pair has two.
-        if short := [f"{c} {part} pair{'s' * (c != 1)}: never in a batch{what}" for c, part, what in (
-                (n - n_valid, "training", ", never trained on"), (n_valid, "held-out", " of the validation loss"))
-                if c < 2]:
+        short = []
+        if n - n_valid < 2:
+            short.append(f"{n - n_valid} training pair{'s' * (n - n_valid != 1)}: never in a batch, never trained on")
+        if n_valid < 2:
+            short.append(f"{n_valid} held-out pair{'s' * (n_valid != 1)}: never in a batch of the validation loss")
+        if short:
             log.warning(f"{key[0]}-{key[1]}: {' and '.join(short)} (a batch needs two pairs of one language pair); "
                         f"give at least {_least_pairs(valid_fraction)} distinct pairs of it, or leave it out")
             counts[f"{key[0]}-{key[1]}"]["too_few"] = "; ".join(short)

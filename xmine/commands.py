@@ -231,9 +231,8 @@ def verify(paths) -> None:
     PATHS may be embedding stores, indexes, projections, sentence-transformers exports, records of
     `xmine calibrate`, or outputs with their OUT.json summary (mined pairs in any format: OUT of a
     Moses pair, or either of its files, checks both, OUT.de and OUT.en; search hits, langid; naming
-    OUT.json checks OUT). Every
-    path is checked: a one-line error for each damaged file found, and exit 2; 0 when everything
-    matches.
+    OUT.json checks OUT). Every path is checked: a one-line error for each damaged file found, and
+    exit 2; 0 when everything matches.
 
     Opening an artefact checks small ones (up to 64 MiB) completely, and large ones file by file as
     they are first read; `verify` reads every byte now.

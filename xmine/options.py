@@ -220,8 +220,9 @@ def _named_once(ctx, param, values: tuple[str, ...]) -> tuple[str, ...]:
         # (realpath: a link that loops is said where the projection is opened; resolve() raised)
         key = value.lower() if value.lower() in ("default", "none") else os.path.realpath(value)
         if key in seen:
-            raise click.BadParameter(f"{value!r} is given twice" if value == seen[key] else  # (was: "'default'
-                                     f"{value!r} names the projection {seen[key]!r} names again")  # names ... 'default'")
+            # (the same value twice: was "'default' names the projection 'default' names again")
+            raise click.BadParameter(f"{value!r} is given twice" if value == seen[key] else
+                                     f"{value!r} names the projection {seen[key]!r} names again")
         seen[key] = value
     return values
 

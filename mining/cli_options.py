@@ -356,7 +356,7 @@ filter_options = _options(
     click.option("--pre-clean/--no-pre-clean", default=True, show_default=True,
                  help="Before the search (xmine.mining.presearch): drop rows with no letters (their pairs "
                       "the identical filter drops anyway; only while it is on), mine near-duplicates (equal "
-                      "but for digits, punctuation, case) once through their first row, and keep a text present "
+                      "but for punctuation and case) once through their first row, and keep a text present "
                       "on both sides only on the side --lid identifies it as (with --src-lang and --tgt-lang; "
                       "else, or when it fits neither, it leaves both). A copy of one side in the other then "
                       "cannot take a translation's place. OUT.json's pre_search counts what each step removed."),

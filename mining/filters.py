@@ -124,10 +124,11 @@ class PairFilterConfig:
 _KEEP = {"L", "M"}  # letters and combining marks survive normalisation
 
 
-def normalise(text: str) -> str:
-    """The text compared by `identical`: NFKC, case-folded, only letters and marks kept."""
+def normalise(text: str, *, digits: bool = False) -> str:
+    """The text compared by `identical`: NFKC, case-folded, only letters and marks kept (and
+    decimal digits where `digits`: the pre-search's near-duplicate key)."""
     return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold()
-                   if unicodedata.category(ch)[0] in _KEEP)
+                   if unicodedata.category(ch)[0] in _KEEP or (digits and ch.isdecimal()))
 
 
 def identical(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> bool:

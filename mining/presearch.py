@@ -9,9 +9,11 @@ so digits, punctuation and case do not count), steps in this order:
 
 - `no_letters`: rows with nothing left after `normalise` (number, date, phone lines). Any pair
   with one is dropped by `identical`, so they are removed only while that filter is active.
-- `near_duplicates`: a row whose key equals an earlier row's of its side (a templated line with
-  another number, a line differing in punctuation or case) is mined through that first row, as
-  exact repeats already are (`xmine.io.dedup.first_occurrences`, the same dedup).
+- `near_duplicates`: a row whose key, digits included, equals an earlier row's of its side (a line
+  differing in punctuation or case) is mined through that first row, as exact repeats already are
+  (`xmine.io.dedup.first_occurrences`, the same dedup). Digits count here, unlike in the other
+  steps: lines that differ in a number ("rose 5%", "rose 7%") are different sentences, each with
+  its own translation, and the `numbers` filter would drop the pair of one with the other's.
 - `copies`: a key present on both sides. Each such text is identified (`langid.identify`, the
   pair filters' `lid` backend, its top language) when both languages are given and the backend
   knows them: a text identified as one side's language stays on that side only; a text given to
@@ -19,7 +21,7 @@ so digits, punctuation and case do not count), steps in this order:
   Without both languages every shared text is dropped from both sides: it could only pair
   with itself, a pair `identical` drops anyway.
 
-Memory: an 8-byte key per row of each side (and the dedup's 24 bytes a row while it runs); the
+Memory: two 8-byte keys per row of each side (and the dedup's 24 bytes a row while it runs); the
 texts are read by offset, never held; language identification reads only the shared texts.
 """
 
@@ -83,13 +85,18 @@ class SideClean:
     removed: dict[str, int]
 
 
-def text_keys(texts: Sequence[str]) -> np.ndarray:
-    """uint64 per text: an 8-byte BLAKE2b hash of `normalise(text)` (texts may be a lazy sequence)."""
-    return np.fromiter((int.from_bytes(hashlib.blake2b(normalise(texts[i]).encode("utf-8"), digest_size=8).digest(),
-                                       "little") for i in range(len(texts))), dtype=np.uint64, count=len(texts))
+def _hash(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def text_keys(texts: Sequence[str], *, digits: bool = False) -> np.ndarray:
+    """uint64 per text: an 8-byte BLAKE2b hash of `normalise(text)`, with its digits where `digits`
+    (texts may be a lazy sequence)."""
+    return np.fromiter((_hash(normalise(texts[i], digits=digits)) for i in range(len(texts))), dtype=np.uint64, count=len(texts))
 
 
 def _within_side(texts: Sequence[str], keys: np.ndarray, steps) -> SideClean:
+    """`keys`: `text_keys` without digits (what `no_letters` reads)."""
     n = len(keys)
     keep = np.ones(n, dtype=bool)
     removed = {}
@@ -100,8 +107,9 @@ def _within_side(texts: Sequence[str], keys: np.ndarray, steps) -> SideClean:
     representative = np.arange(n, dtype=np.int64)
     if "near_duplicates" in steps:
         lettered = np.flatnonzero(~empty)  # lines without letters are never one another's duplicates
-        rep = first_occurrences(keys[lettered], lambda i, j: normalise(texts[int(lettered[i])])
-                                == normalise(texts[int(lettered[j])]))
+        rep = first_occurrences(text_keys(texts, digits=True)[lettered],
+                                lambda i, j: normalise(texts[int(lettered[i])], digits=True)
+                                == normalise(texts[int(lettered[j])], digits=True))
         representative[lettered] = lettered[rep]
         dup = representative != np.arange(n)
         removed["near_duplicates"] = int((dup & keep).sum())

@@ -13,11 +13,11 @@ from flores import flores_lines
 
 
 def test_clean_sides_steps_and_the_fallback_without_languages():
-    src = ["Der Hund schläft.", "Seite 3 von 10", "Seite 4 von 12", "12 | 345", "Home | Contact", "Heute: 17 Grad."]
-    tgt = ["The dog sleeps.", "home - contact!", "Today: 17 degrees.", "Hash 1", "Hash 2"]
+    src = ["Der Hund schläft.", "Seite 3 von 10", "SEITE 3 von 10!", "12 | 345", "Home | Contact", "Heute: 17 Grad."]
+    tgt = ["The dog sleeps.", "home - contact!", "Today: 17 degrees.", "Hash 1", "hash 1."]
     s, t, record = clean_sides(src, tgt)  # languages unknown: a shared text leaves both sides
     assert s.keep.tolist() == [True, True, False, False, False, True]
-    assert s.representative.tolist() == [0, 1, 1, 3, 4, 5]  # "Seite 4 von 12" is mined as "Seite 3 von 10"
+    assert s.representative.tolist() == [0, 1, 1, 3, 4, 5]  # "SEITE 3 von 10!" is mined as "Seite 3 von 10"
     assert t.keep.tolist() == [True, False, True, True, False]
     assert record["removed"] == {"src": {"no_letters": 1, "near_duplicates": 1, "copies": 1},
                                  "tgt": {"no_letters": 0, "near_duplicates": 1, "copies": 1}}
@@ -30,6 +30,16 @@ def test_clean_sides_steps_and_the_fallback_without_languages():
     assert s.keep.all() and t.keep.all() and record["active"] == []
     with pytest.raises(ConfigError, match="bogus"):
         PreSearchConfig(disabled=frozenset({"bogus"}))
+
+
+def test_lines_differing_in_a_number_are_not_near_duplicates():
+    """Each is a sentence of its own, with its own translation: mined through the other, the pair
+    of one with the other's translation is what the `numbers` filter drops (both pairs were lost)."""
+    src = ["Der Umsatz stieg um 5 Prozent.", "Der Umsatz stieg um 7 Prozent.", "Der Umsatz stieg um 5 Prozent!"]
+    tgt = ["Revenue rose 7 percent.", "Revenue rose 5 percent.", "Revenue rose ５ percent"]  # a full-width 5
+    s, t, record = clean_sides(src, tgt)
+    assert s.representative.tolist() == [0, 1, 0] and t.representative.tolist() == [0, 1, 1]
+    assert record["removed"]["src"]["near_duplicates"] == record["removed"]["tgt"]["near_duplicates"] == 1
 
 
 def _flores(data_dir, code, rows):

@@ -72,6 +72,18 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path, monkeypatch):
     """The quick form end to end with the real encoder; `bench bucc` on the same files agrees."""
     from xmine.cli import main
 
+    # Each run starts from an empty embedding cache (the encoder's built models shared): bf16
+    # embeddings move a little with the other sentences of their forward pass (docs/encoders.md,
+    # "Precision"), and bench's cache keeps a sentence as first encoded, so sentences another run on
+    # this machine encoded first (`bench mining --noisy`: every de and en line) would not be the rows
+    # `mine` encodes in one pass.
+    def empty_cache(name):
+        home = tmp_path / name
+        home.mkdir()
+        (home / "models").symlink_to(xmine_home() / "models", target_is_directory=True)
+        monkeypatch.setenv("XMINE_HOME", str(home))
+
+    empty_cache("home")
     out = tmp_path / "mining.json"
     sets = tmp_path / "sets"
     # ja besides the quick languages: its set reads a share below the projection rule's centre, so
@@ -110,15 +122,10 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path, monkeypatch):
                 assert v["best"]["f1"] > 0.6, (lang, v)
     assert set(res["details"]["raw"]["per_lang"]) == set(langs)
     raw = res["details"]["raw"]
-    # bf16 embeddings move a little with the other sentences of their forward pass (docs/encoders.md,
-    # "Precision"), and bench's embedding cache keeps a sentence as first encoded: the ja set's English
-    # lines shared with the de, zh and lt sets were encoded with theirs. `mine` encodes each side in
-    # one pass, so its ja side is compared with a bench run of ja alone in an empty embedding cache
-    # (the encoder's built models shared); de is the first set of the run above, encoded as mine does.
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "models").symlink_to(xmine_home() / "models", target_is_directory=True)
-    monkeypatch.setenv("XMINE_HOME", str(home))
+    # The ja set's English lines shared with the de, zh and lt sets were encoded with theirs above;
+    # `mine` encodes each side in one pass, so its ja side is compared with a bench run of ja alone, in
+    # an empty cache again; de is the first set of the run above, encoded as mine does.
+    empty_cache("home-ja")
     r = CliRunner().invoke(main, ["bench", "mining", "--quick", "--langs", "ja", "--data-dir", str(data_dir),
                                   "--out", str(tmp_path / "mining-ja.json"), "--sets-dir", str(tmp_path / "sets-ja")],
                            catch_exceptions=False)

@@ -38,7 +38,7 @@ from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
 from xmine.benchmarks.mining import NEWS_SETS, _rng as mining_rng, build_set, threshold_label
 from xmine.mining.filters import PairFilterConfig, RULES, apply_pair_filters
 from xmine.mining.langid import language_mask
-from xmine.mining.presearch import PreSearchConfig, clean_sides
+from xmine.mining.presearch import PreSearchConfig, clean_sides, pair_number_variants
 
 NOISE = {"copies": 0.08, "other_language": 0.04, "boilerplate": 0.02, "numbers_urls": 0.02, "near_duplicates": 0.02}
 OTHER_LANGS = ("fra_Latn", "spa_Latn", "ita_Latn", "nld_Latn", "tur_Latn", "ukr_Cyrl", "kor_Hang", "vie_Latn",
@@ -220,12 +220,18 @@ def _mine_cleaned(src, en, embed_fn, threshold: float | dict | None, langs, cfg,
             drop("language", j, language_mask(sides[j][1], lang, cfg.lid, min_confidence=cfg.lid_min_confidence)[0])
     s, t, record = clean_sides(sides[0][1], sides[1][1], langs=langs, config=pre_config, identical_filter=True,
                                lid=cfg.lid)
+    variants = [{ids[r]: [ids[v] for v in vs] for r, vs in clean.number_variants.items()}
+                for ids, clean in ((sides[0][0], s), (sides[1][0], t))]
     drop("pre_search", 0, s.keep)
     drop("pre_search", 1, t.keep)
     cands, scores, kept_at, _ = mine_candidates(tuple(sides[0]), tuple(sides[1]), embed_fn, threshold=threshold)
     at = [(c, sc) for c, sc, kept in zip(cands, scores, at_least(scores, kept_at)) if kept]
+    text_s, text_e = dict(zip(*src)), dict(zip(*en))
+    if at:  # as `xmine mine`: a near-duplicate's pair goes to its number variants whose numbers agree
+        take, a_ids, b_ids, _ = pair_number_variants(np.asarray([a for (a, _), _ in at]),
+                                                     np.asarray([b for (_, b), _ in at]), *variants, text_s, text_e)
+        at = [((a, b), at[i][1]) for i, a, b in zip(take.tolist(), a_ids.tolist(), b_ids.tolist())]
     if filters:
-        text_s, text_e = dict(zip(*src)), dict(zip(*en))
         keep, _ = apply_pair_filters([text_s[a] for (a, _), _ in at], [text_e[b] for (_, b), _ in at],
                                      [sc for _, sc in at], langs=langs, config=cfg, margin=margin_of(threshold))
         at = [x for x, k in zip(at, keep) if k]

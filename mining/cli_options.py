@@ -356,8 +356,9 @@ filter_options = _options(
     click.option("--pre-clean/--no-pre-clean", default=True, show_default=True,
                  help="Before the search (xmine.mining.presearch): drop rows with no letters (their pairs "
                       "the identical filter drops anyway; only while it is on), mine near-duplicates (equal "
-                      "but for punctuation and case) once through their first row, and keep a text present "
-                      "on both sides only on the side --lid identifies it as (with --src-lang and --tgt-lang; "
+                      "but for digits, punctuation, case) once through their first row (its pair goes to those "
+                      "whose numbers agree), and keep a text present on both sides only on the side --lid "
+                      "identifies it as (with --src-lang and --tgt-lang; "
                       "else, or when it fits neither, it leaves both). A copy of one side in the other then "
                       "cannot take a translation's place. OUT.json's pre_search counts what each step removed."),
     click.option("--no-pre-clean-step", "no_pre_clean_step", multiple=True, type=click.Choice(PRE_SEARCH_STEPS),

@@ -124,6 +124,8 @@ class Mineable:
                 ("--min-length", config.min_length), ("--max-length", config.max_length)) if value)
             log.warning(f"warning: {side.path}: none of its {len(first):,} distinct sentences is within {bounds} "
                         "(characters): nothing of it is searched")
+        #: row -> its near-duplicates' rows that differ from it in a number (`restrict`)
+        self.number_variants: dict[int, list[int]] = {}
         self.other_language, self.lang_filter_skipped = 0, None
         #: input line numbers of the first AUDITED_LINES sentences the language filter dropped
         self.other_language_lines: list[int] = []
@@ -140,6 +142,8 @@ class Mineable:
         to = np.arange(len(self.representative), dtype=np.int64)
         to[self.ids] = self.ids[clean.representative]
         self.representative = to[self.representative]
+        self.number_variants = {int(self.ids[r]): [int(self.ids[v]) for v in vs]
+                                for r, vs in clean.number_variants.items()}
         self.ids = self.ids[clean.keep]
         self._index()
 

@@ -126,7 +126,7 @@ _KEEP = {"L", "M"}  # letters and combining marks survive normalisation
 
 def normalise(text: str, *, digits: bool = False) -> str:
     """The text compared by `identical`: NFKC, case-folded, only letters and marks kept (and
-    decimal digits where `digits`: the pre-search's near-duplicate key)."""
+    decimal digits where `digits`: what tells a near-duplicate's number variants apart)."""
     return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold()
                    if unicodedata.category(ch)[0] in _KEEP or (digits and ch.isdecimal()))
 

@@ -48,6 +48,7 @@ from xmine.mining.calibrate import check_calibration_record, check_calibration_s
 from xmine.mining.config import MineConfig
 from xmine.mining.filter_step import (Mineable, check_declared_languages, dropped_summary, filter_pairs,
                                       lang_filter_langs, note_side_left, pre_search)
+from xmine.mining.presearch import pair_number_variants
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import index_side_note, search_pairs
 from xmine.mining.threshold_rule import (RuleUse, apply_run_threshold, note_cap_not_above, note_few_neighbours,
@@ -313,6 +314,9 @@ def _mine(config: MineConfig, *, show_progress: bool,
                                 remedy="`--threshold none` keeps every pair with its margin")
             note_cap_not_above(threshold_record, filters, mining.margin)
             src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
+            take, src_rows, tgt_rows, pre_record["number_variants_paired"] = pair_number_variants(
+                src_rows, tgt_rows, mx.number_variants, my.number_variants, sx.text, sy.text)
+            mined = mined.take(take)
             # A side the language filter found mostly in another language is not judged by language
             # again after the search (its declared language is in doubt: the warning said so).
             pair_langs = tuple(None if m.lang_filter_skipped is not None else lang for m, lang in zip((mx, my), langs))

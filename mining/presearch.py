@@ -9,11 +9,14 @@ so digits, punctuation and case do not count), steps in this order:
 
 - `no_letters`: rows with nothing left after `normalise` (number, date, phone lines). Any pair
   with one is dropped by `identical`, so they are removed only while that filter is active.
-- `near_duplicates`: a row whose key, digits included, equals an earlier row's of its side (a line
-  differing in punctuation or case) is mined through that first row, as exact repeats already are
-  (`xmine.io.dedup.first_occurrences`, the same dedup). Digits count here, unlike in the other
-  steps: lines that differ in a number ("rose 5%", "rose 7%") are different sentences, each with
-  its own translation, and the `numbers` filter would drop the pair of one with the other's.
+- `near_duplicates`: a row whose key equals an earlier row's of its side (a templated line with
+  another number, a line differing in punctuation or case) is mined through that first row, as
+  exact repeats already are (`xmine.io.dedup.first_occurrences`, the same dedup). A line that
+  differs from its first row in a number is a sentence of its own, with a translation of its own:
+  `pair_number_variants` gives the pairs mined through the first row to the variants whose numbers
+  agree (mined through "rose 5%" against "rose 7%", the pair the `numbers` filter would drop is
+  "rose 7%" with "rose 7%", and "rose 5%" with its own; searched beside each other, a copy with
+  another figure lowered its line's margins: on `bench mining --noisy` 1-1.6 points of recall).
 - `copies`: a key present on both sides. Each such text is identified (`langid.identify`, the
   pair filters' `lid` backend, its top language) when both languages are given and the backend
   knows them: a text identified as one side's language stays on that side only; a text given to
@@ -21,7 +24,7 @@ so digits, punctuation and case do not count), steps in this order:
   Without both languages every shared text is dropped from both sides: it could only pair
   with itself, a pair `identical` drops anyway.
 
-Memory: two 8-byte keys per row of each side (and the dedup's 24 bytes a row while it runs); the
+Memory: an 8-byte key per row of each side (and the dedup's 24 bytes a row while it runs); the
 texts are read by offset, never held; language identification reads only the shared texts.
 """
 
@@ -35,7 +38,7 @@ import numpy as np
 
 from xmine.io.dedup import first_occurrences
 from xmine.errors import ConfigError, check_field_types
-from xmine.mining.filters import normalise
+from xmine.mining.filters import normalise, numbers_of
 from xmine.mining.langid import accepts, identify, knows
 
 #: Step names in the order they run.
@@ -83,20 +86,18 @@ class SideClean:
     representative: np.ndarray
     #: texts removed by each step
     removed: dict[str, int]
+    #: near-duplicates that differ from their representative in a number: representative -> the
+    #: first text of each other number variant of it, in order
+    number_variants: dict[int, list[int]] = dataclasses.field(default_factory=dict)
 
 
-def _hash(key: str) -> int:
-    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-def text_keys(texts: Sequence[str], *, digits: bool = False) -> np.ndarray:
-    """uint64 per text: an 8-byte BLAKE2b hash of `normalise(text)`, with its digits where `digits`
-    (texts may be a lazy sequence)."""
-    return np.fromiter((_hash(normalise(texts[i], digits=digits)) for i in range(len(texts))), dtype=np.uint64, count=len(texts))
+def text_keys(texts: Sequence[str]) -> np.ndarray:
+    """uint64 per text: an 8-byte BLAKE2b hash of `normalise(text)` (texts may be a lazy sequence)."""
+    return np.fromiter((int.from_bytes(hashlib.blake2b(normalise(texts[i]).encode("utf-8"), digest_size=8).digest(),
+                                       "little") for i in range(len(texts))), dtype=np.uint64, count=len(texts))
 
 
 def _within_side(texts: Sequence[str], keys: np.ndarray, steps) -> SideClean:
-    """`keys`: `text_keys` without digits (what `no_letters` reads)."""
     n = len(keys)
     keep = np.ones(n, dtype=bool)
     removed = {}
@@ -107,14 +108,70 @@ def _within_side(texts: Sequence[str], keys: np.ndarray, steps) -> SideClean:
     representative = np.arange(n, dtype=np.int64)
     if "near_duplicates" in steps:
         lettered = np.flatnonzero(~empty)  # lines without letters are never one another's duplicates
-        rep = first_occurrences(text_keys(texts, digits=True)[lettered],
-                                lambda i, j: normalise(texts[int(lettered[i])], digits=True)
-                                == normalise(texts[int(lettered[j])], digits=True))
+        rep = first_occurrences(keys[lettered], lambda i, j: normalise(texts[int(lettered[i])])
+                                == normalise(texts[int(lettered[j])]))
         representative[lettered] = lettered[rep]
         dup = representative != np.arange(n)
         removed["near_duplicates"] = int((dup & keep).sum())
         keep &= ~dup
+        return SideClean(keep=keep, representative=representative, removed=removed,
+                         number_variants=_number_variants(texts, representative, np.flatnonzero(dup)))
     return SideClean(keep=keep, representative=representative, removed=removed)
+
+
+def _number_variants(texts: Sequence[str], representative: np.ndarray, duplicates: np.ndarray) -> dict[int, list[int]]:
+    """`SideClean.number_variants` (only the near-duplicates' texts are read again)."""
+    seen: dict[int, set[str]] = {}
+    out: dict[int, list[int]] = {}
+    for d in duplicates.tolist():
+        r = int(representative[d])
+        keys = seen.setdefault(r, {normalise(texts[r], digits=True)})
+        key = normalise(texts[d], digits=True)
+        if key not in keys:
+            keys.add(key)
+            out.setdefault(r, []).append(d)
+    return out
+
+
+def pair_number_variants(src_rows: np.ndarray, tgt_rows: np.ndarray, src_variants: dict[int, list[int]],
+                         tgt_variants: dict[int, list[int]], src_text, tgt_text) -> tuple[np.ndarray, np.ndarray,
+                                                                                            np.ndarray, int]:
+    """The mined pairs (`src_rows[i]`, `tgt_rows[i]`: arrays of row ids), each side's row standing for
+    its number variants (`SideClean.number_variants`, by row), paired by the numbers they hold:
+    where a side has variants, the pairs of its variants and the other side's whose numbers
+    (`filters.numbers_of`) are the same (one to one, in order) replace the pair, which stays as mined
+    where its own numbers agree or no variant's do. Each inherits the mined pair's score (the
+    variants differ in digits, punctuation and case only). Returns (take, src_rows, tgt_rows, n):
+    `take[j]` the mined pair that pair j comes from; n the pairs that are not the mined rows."""
+    if not src_variants and not tgt_variants:
+        return np.arange(len(src_rows)), src_rows, tgt_rows, 0
+    take, out_src, out_tgt = [], [], []
+    used_src, used_tgt = set(src_rows.tolist()), set(tgt_rows.tolist())
+    for i, (s, t) in enumerate(zip(src_rows.tolist(), tgt_rows.tolist())):
+        pairs = [(s, t)]
+        if s in src_variants or t in tgt_variants:
+            xs = [s] + [v for v in src_variants.get(s, []) if v not in used_src]
+            ys = [t] + [v for v in tgt_variants.get(t, []) if v not in used_tgt]
+            nx, ny = {x: numbers_of(src_text[x]) for x in xs}, {y: numbers_of(tgt_text[y]) for y in ys}
+            matched, taken_x, taken_y = [], set(), set()
+            for x in xs:
+                y = next((y for y in ys if y not in taken_y and nx[x] and nx[x] == ny[y]), None)
+                if y is not None:
+                    matched.append((x, y))
+                    taken_x.add(x)
+                    taken_y.add(y)
+            if matched:
+                pairs = matched
+                used_src.update(taken_x)
+                used_tgt.update(taken_y)
+        for x, y in pairs:
+            take.append(i)
+            out_src.append(x)
+            out_tgt.append(y)
+    out_src_a, out_tgt_a = np.asarray(out_src, dtype=src_rows.dtype), np.asarray(out_tgt, dtype=tgt_rows.dtype)
+    take_a = np.asarray(take, dtype=np.int64)
+    moved = int(((out_src_a != src_rows[take_a]) | (out_tgt_a != tgt_rows[take_a])).sum())
+    return take_a, out_src_a, out_tgt_a, moved
 
 
 def _copies(src_texts, src_keys, tgt_keys, src: SideClean, tgt: SideClean, langs, lid: str,

@@ -135,6 +135,12 @@ class MinedPairs:
     def pairs(self) -> set[tuple[int, int]]:
         return set(zip(self.src_idx.tolist(), self.tgt_idx.tolist()))
 
+    def take(self, positions: np.ndarray) -> "MinedPairs":
+        """The pairs at `positions`, in that order (a position may repeat)."""
+        return MinedPairs(src_idx=self.src_idx[positions], tgt_idx=self.tgt_idx[positions],
+                          score=self.score[positions], direction=self.direction[positions],
+                          length_ratio_dropped=self.length_ratio_dropped)
+
     @classmethod
     def empty(cls) -> "MinedPairs":
         """No pairs (an empty side), with the dtypes of mined ones."""

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from xmine.errors import ConfigError
-from xmine.mining.presearch import PreSearchConfig, clean_sides
+from xmine.mining.presearch import PreSearchConfig, clean_sides, pair_number_variants
 
 from flores import flores_lines
 
 
 def test_clean_sides_steps_and_the_fallback_without_languages():
-    src = ["Der Hund schläft.", "Seite 3 von 10", "SEITE 3 von 10!", "12 | 345", "Home | Contact", "Heute: 17 Grad."]
-    tgt = ["The dog sleeps.", "home - contact!", "Today: 17 degrees.", "Hash 1", "hash 1."]
+    src = ["Der Hund schläft.", "Seite 3 von 10", "Seite 4 von 12", "12 | 345", "Home | Contact", "Heute: 17 Grad."]
+    tgt = ["The dog sleeps.", "home - contact!", "Today: 17 degrees.", "Hash 1", "Hash 2"]
     s, t, record = clean_sides(src, tgt)  # languages unknown: a shared text leaves both sides
     assert s.keep.tolist() == [True, True, False, False, False, True]
-    assert s.representative.tolist() == [0, 1, 1, 3, 4, 5]  # "SEITE 3 von 10!" is mined as "Seite 3 von 10"
+    assert s.representative.tolist() == [0, 1, 1, 3, 4, 5]  # "Seite 4 von 12" is mined as "Seite 3 von 10"
     assert t.keep.tolist() == [True, False, True, True, False]
     assert record["removed"] == {"src": {"no_letters": 1, "near_duplicates": 1, "copies": 1},
                                  "tgt": {"no_letters": 0, "near_duplicates": 1, "copies": 1}}
@@ -32,14 +34,32 @@ def test_clean_sides_steps_and_the_fallback_without_languages():
         PreSearchConfig(disabled=frozenset({"bogus"}))
 
 
-def test_lines_differing_in_a_number_are_not_near_duplicates():
-    """Each is a sentence of its own, with its own translation: mined through the other, the pair
-    of one with the other's translation is what the `numbers` filter drops (both pairs were lost)."""
-    src = ["Der Umsatz stieg um 5 Prozent.", "Der Umsatz stieg um 7 Prozent.", "Der Umsatz stieg um 5 Prozent!"]
-    tgt = ["Revenue rose 7 percent.", "Revenue rose 5 percent.", "Revenue rose ５ percent"]  # a full-width 5
-    s, t, record = clean_sides(src, tgt)
-    assert s.representative.tolist() == [0, 1, 0] and t.representative.tolist() == [0, 1, 1]
-    assert record["removed"]["src"]["near_duplicates"] == record["removed"]["tgt"]["near_duplicates"] == 1
+def test_a_pair_mined_through_a_near_duplicate_goes_to_the_number_variants_that_agree():
+    """Lines differing in a number are mined through the first; its pair then goes to the lines
+    whose numbers agree (was: mined through "5" against "7", the pair the numbers filter drops,
+    and the other line's translation unpaired: both true pairs lost)."""
+    src = ["Der Umsatz stieg um 5 Prozent.", "Der Umsatz stieg um 7 Prozent.", "der Umsatz stieg um 5 Prozent!",
+           "Der Hund schläft.", "Seite 3 von 10", "Seite 4 von 12"]
+    tgt = ["Revenue rose 7 percent.", "The dog sleeps.", "Revenue rose ５ percent", "Page 3 of 10"]
+    s, t, _ = clean_sides(src, tgt)
+    # the punctuation variant is no number variant; the full-width 5 is one
+    assert s.number_variants == {0: [1], 4: [5]} and t.number_variants == {0: [2]}
+    # mined: src 0 with tgt 0 (5 against 7), 3 with 1, 4 with 3 (3 and 10 agree; 5 has no partner)
+    rows = (np.array([0, 3, 4]), np.array([0, 1, 3]))
+    take, src_rows, tgt_rows, moved = pair_number_variants(*rows, s.number_variants, t.number_variants, src, tgt)
+    assert list(zip(src_rows.tolist(), tgt_rows.tolist())) == [(0, 2), (1, 0), (3, 1), (4, 3)]
+    assert take.tolist() == [0, 0, 1, 2] and moved == 2
+    # a variant on one side only: the pair goes to it
+    tgt2 = ["Revenue rose 7 percent.", "The dog sleeps."]
+    s, t, _ = clean_sides(src[:4], tgt2)
+    take, src_rows, tgt_rows, moved = pair_number_variants(np.array([3, 0]), np.array([1, 0]), s.number_variants,
+                                                           t.number_variants, src, tgt2)
+    assert list(zip(src_rows.tolist(), tgt_rows.tolist())) == [(3, 1), (1, 0)] and take.tolist() == [0, 1]
+    assert moved == 1
+    # no variant agrees: the pair stays as mined (the numbers filter judges it)
+    take, src_rows, tgt_rows, moved = pair_number_variants(np.array([0]), np.array([0]), {0: [1]}, {},
+                                                           ["rose 5", "rose 6"], ["rose 7"])
+    assert (src_rows.tolist(), tgt_rows.tolist(), moved) == ([0], [0], 0)
 
 
 def _flores(data_dir, code, rows):
@@ -143,3 +163,31 @@ def test_one_file_of_both_languages_mined_with_itself_mines_as_its_two_halves(da
     apart = mined("de.txt", "en.txt")
     assert len(apart & set(zip(de, en))) >= 90
     assert mined("both.txt", "both.txt", "--allow-same-input") == apart
+
+
+@pytest.mark.slow
+def test_lines_differing_in_a_number_in_crossed_order_are_both_mined(tmp_path):
+    """`xmine mine` with the real encoder: two German lines that differ in a number and their
+    translations, in the other order on the English side, among the demo's 167 lines: both pairs
+    (was: mined through the first German line against the first English one, the numbers filter
+    dropped the pair and neither was written)."""
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+
+    demo = Path(__file__).resolve().parents[1] / "demo"
+    de_lines = ["Der Umsatz stieg im dritten Quartal um 5 Prozent.", "Der Umsatz stieg im dritten Quartal um 7 Prozent."]
+    en_lines = ["Revenue rose 7 percent in the third quarter.", "Revenue rose 5 percent in the third quarter."]
+    for name, extra in (("de.txt", de_lines), ("en.txt", en_lines)):
+        (tmp_path / name).write_text((demo / name).read_text(encoding="utf-8") + "\n".join(extra) + "\n",
+                                     encoding="utf-8")
+    r = CliRunner().invoke(main, ["mine", str(tmp_path / "de.txt"), str(tmp_path / "en.txt"), "--src-lang", "de",
+                                  "--tgt-lang", "en", "--line-numbers", "-q", "-o", str(tmp_path / "out.tsv")],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    rows = [line.split("\t") for line in (tmp_path / "out.tsv").read_text(encoding="utf-8").splitlines()]
+    found = {(s, t, int(a), int(b)) for _, s, t, a, b in rows if "Quartal" in s or "quarter" in t}
+    assert found == {(de_lines[0], en_lines[1], 168, 169), (de_lines[1], en_lines[0], 169, 168)}
+    summary = json.loads((tmp_path / "out.tsv.json").read_text())
+    assert summary["pre_search"]["removed"]["src"]["near_duplicates"] == 1
+    assert summary["pre_search"]["number_variants_paired"] == 2 and summary["filters"]["removed"]["numbers"] == 0

@@ -24,12 +24,12 @@ import numpy as np
 from xmine.mining.langid import identify_by_projection, trust_table
 from xmine.disentangle.train_checkpoint import CHECKPOINT, LEGACY, WORK, verify_checkpoint
 from xmine.encoders import check_projection_encoder
-from xmine.artefacts.fileio import atomic_path, atomic_write_json, read_manifest, sha256_file, write_manifest
-from xmine.errors import ArtefactError, ConfigError
+from xmine.artefacts.fileio import MANIFEST, MARKER, atomic_path, atomic_write_json, read_manifest, sha256_file, write_manifest
+from xmine.errors import ArtefactError, ConfigError, OutputError
 from xmine.langs import normalize_lang
 from xmine.encoders.projection import (
-    CONFIG, PROJECTION_FILES, PROJECTION_FORMAT, PROJECTION_KIND as KIND, SHIPPED_INFO, WEIGHTS, projection_files,
-    read_projection_json, read_shipped_json, shipped_encoder,
+    CONFIG, PROJECTION_FILES, PROJECTION_FORMAT, PROJECTION_KIND as KIND, SHIPPED_INFO, SHIPPED_ROOT, WEIGHTS,
+    projection_files, read_projection_json, read_shipped_json, shipped_encoder,
 )
 from xmine.artefacts.records import FileRecord, ProjectionFingerprint
 
@@ -38,7 +38,12 @@ FMDA_PARTS = ("meaning", "template", "residual", "language")
 
 
 def save_projection(directory: str | Path, model, config: dict[str, Any]) -> None:
-    """Write weights, config and (last) the manifest of a projection into `directory`."""
+    """Write weights, config and (last) the manifest of a projection into `directory`.
+
+    A projection replaced in place (`train --overwrite`) loses its manifest first, so that one
+    stopped half-way is an unfinished run (refused by every reader, resumed by `train`), never new
+    weights under the old manifest; and its SHIPPED.json, which describes and calibrates the
+    projection it came with (was: kept and listed, so `mine` used its thresholds on the new one)."""
     from safetensors.torch import save_file
 
     directory = Path(directory)
@@ -48,11 +53,23 @@ def save_projection(directory: str | Path, model, config: dict[str, Any]) -> Non
     if bad is not None:  # a diverged run: such weights would label and project everything as NaN
         raise ConfigError(f"{directory}: weight {bad!r} is not finite (NaN or inf): training diverged; "
                           "not saved (lower --lr)")
+    if not (directory / MARKER).is_file():  # (what names a directory without its manifest an unfinished one)
+        atomic_write_json(directory / MARKER, {"kind": KIND})
+    for name in (MANIFEST, SHIPPED_INFO):
+        (directory / name).unlink(missing_ok=True)
     with atomic_path(directory / WEIGHTS) as tmp:
         save_file(state, str(tmp))
     config = dict(config, spec=model.spec, weights_sha256=sha256_file(directory / WEIGHTS))
     atomic_write_json(directory / CONFIG, config)
     write_projection_manifest(directory, config)
+
+
+def check_not_shipped(out_dir: str | Path) -> None:
+    """Refuse an output inside the projections shipped with xmine, which `--projection default`
+    loads (was: `train -o` there with --overwrite replaced the default projection)."""
+    if SHIPPED_ROOT.resolve() in (target := Path(out_dir).resolve(), *target.parents):
+        raise OutputError(f"{out_dir}: lies inside the projections shipped with xmine ({SHIPPED_ROOT}); "
+                          "train writes a projection of your own elsewhere")
 
 
 def write_projection_manifest(directory: str | Path, config: dict[str, Any]) -> None:

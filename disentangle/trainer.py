@@ -32,7 +32,7 @@ from xmine.io.corpus import truncate_for_encoding
 from xmine.disentangle.data import discover_pairs
 from xmine.disentangle.meaning_check import check_meaning_kept, meaning_retrieval
 from xmine.disentangle.sample import VALID_SPLITS, check_alignment, sample_pairs
-from xmine.disentangle.projection import load_projection, save_projection
+from xmine.disentangle.projection import check_not_shipped, load_projection, save_projection
 from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
 from xmine.encoders.embed_cache import cached_encode
 from xmine.errors import ConfigError
@@ -268,12 +268,12 @@ def training_output(out_dir: str | Path, *, inputs: list, threads: int | None, o
     `threads` CPU threads (None: its default); the thread count is restored afterwards."""
     import torch
 
+    check_not_shipped(out_dir)
     before = torch.get_num_threads()
     try:
         if threads is not None:
             torch.set_num_threads(threads)
-        with claim_output(out_dir, kind="projection", form="dir", in_place=True, overwrite=overwrite,
-                          inputs=inputs):
+        with claim_output(out_dir, kind="projection", form="dir", in_place=True, overwrite=overwrite, inputs=inputs):
             yield
     finally:
         torch.set_num_threads(before)

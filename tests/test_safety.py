@@ -556,6 +556,39 @@ def test_train_restores_torchs_thread_count(ws):
     assert torch.get_num_threads() == 2
 
 
+def test_train_overwrite_replaces_a_projection_whole_and_never_the_shipped_one(ws, monkeypatch):
+    """`train --overwrite` over a projection that came with a SHIPPED.json (a copy of the shipped
+    one) removes it (was: kept and listed in the new manifest, so `mine` used the old projection's
+    thresholds on the new one); a replacement stopped before its manifest leaves an unfinished
+    projection that readers refuse and `train` finishes (was: new weights under the old manifest);
+    an output inside the shipped projections is refused, --overwrite or not."""
+    from xmine.disentangle import projection as projection_module
+    from xmine.encoders.projection import SHIPPED_INFO, SHIPPED_ROOT
+
+    pairs = f"{ws / 'pairs.de'}:{ws / 'pairs.en'}"
+    train = ("train", "--method", "seed", "--pairs", pairs, "--encoder", "use-m3", "--max-epochs", 1, "-q")
+    shutil.copytree(SHIPPED_ROOT / "me5-small", ws / "pinned")
+    ok(xm(*train, "-o", ws / "pinned", "--overwrite"))
+    assert not (ws / "pinned" / SHIPPED_INFO).exists()
+    assert SHIPPED_INFO not in json.loads((ws / "pinned" / "manifest.json").read_text())["files"]
+    ok(xm("verify", ws / "pinned"))
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(projection_module, "write_projection_manifest", stopped)
+    assert xm(*train, "--max-epochs", 2, "-o", ws / "pinned", "--overwrite").exit_code == 130
+    monkeypatch.undo()
+    refused(xm("verify", ws / "pinned"), "an unfinished xmine projection")
+    refused(xm("mine", ws / "de.txt", ws / "en.txt", "--projection", ws / "pinned", "-o", ws / "m.tsv"),
+            "an unfinished xmine projection")
+    ok(xm(*train, "--max-epochs", 2, "-o", ws / "pinned"))  # resumed and finished, without --overwrite
+    ok(xm("verify", ws / "pinned"))
+
+    for target in (SHIPPED_ROOT / "me5-small", SHIPPED_ROOT / "me5-small" / "mine"):
+        with untouched(SHIPPED_ROOT):
+            refused(xm(*train, "-o", target, "--overwrite"), "lies inside the projections shipped with xmine")
+
+
 @pytest.mark.slow
 def test_a_full_disk_is_one_clear_error(ws):
     # A real ENOSPC: a 256 KiB tmpfs in a private mount namespace, filled before mining into it.

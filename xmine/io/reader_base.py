@@ -240,6 +240,16 @@ class CorpusReader:
                 "text_field": self.spec.text_field, "id_field": self.spec.id_field, "split": self.spec.split,
                 "records": self.n_records}
 
+    def changed_since(self, was: dict[str, Any]) -> str | None:
+        """How the input differs from `was` (its `identity()` when a run began), or None. A run that
+        read it meanwhile (a file still being written) holds what that record does not name."""
+        if not self.path.exists():
+            return "removed"
+        size, digest = size_and_sha256(self.path)
+        if size != was.get("size"):
+            return f"{was.get('size'):,} bytes when the run began, {size:,} now"
+        return None if digest == was.get("sha256") else "its content changed, its size did not"
+
     def sentences(self, *, max_chars: int = DEFAULT_MAX_CHARS, stats: CorpusStats | None = None,
                   ids: list | None = None, keep_breaks: bool = False) -> Iterator[tuple[int, str]]:
         """(record number, text) of each non-empty record, cleaned as a text file's lines are;

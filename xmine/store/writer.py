@@ -37,7 +37,7 @@ from xmine.artefacts.directory import reader_for
 from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.encoders.external import ExternalEmbeddings
 from xmine.encoders.pool import model_actors, run_device, worker_encoder
-from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
+from xmine.errors import ArtefactError, ConfigError, DamagedManifestError, InputError
 from xmine.exec.executor import LOCAL, Executor, Recipe, ShardProgress, executor_for
 from xmine.artefacts.fileio import MANIFEST, MARKER, read_manifest, swap_in_dir
 from xmine.artefacts.outputs import claim_output
@@ -265,6 +265,10 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
                     if build_dir != target:
                         shutil.rmtree(build_dir, ignore_errors=True)
                 raise
+            # (was: finished, recording the input as it was when the run began, not what it embedded)
+            if (change := job.reader.changed_since(job.identity["input"])) is not None:
+                raise InputError(shown_path(input_path), f"changed while it was embedded ({change}); no store "
+                                 "finished: embed it again, with --overwrite, once it is complete")
             shown = reported_as(stats) if reported_as is not None else stats
             for message in shown.warnings(max_chars):  # after the bar, so the lines do not mix
                 log.warning(message)

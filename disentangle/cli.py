@@ -156,7 +156,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
         if ignored:
             raise click.UsageError(f"{', '.join(ignored)}: not used by --method fmda (it holds out MASSIVE's dev "
                                    "split, --max-valid-pairs rows of it)")
-        data, run = locate(pairs[0]), train_fmda
+        data, run = locate(pairs[0], option="pass it as --pairs DIR (the data root, massive/ or data/)"), train_fmda
         config = FmdaConfig(partners=partners, batch_size=batch_size, lr=lr, max_epochs=max_epochs, patience=patience,
                             max_train=max_pairs_per_lang, max_dev=max_valid_pairs, layers=layers,
                             contrastive=fmda_contrastive, select=fmda_select, meaning_init=fmda_meaning_init, seed=seed)

@@ -154,9 +154,10 @@ class LocaleData:
         return [r for r in self.records if r.annot_utt is not None and (partition is None or r.partition == partition)]
 
 
-def locate(data_dir: str | Path | None) -> Path:
-    """The folder holding `<locale>.jsonl`: accepts the data root, massive/, 1.1/ or data/."""
-    base = resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
+def locate(data_dir: str | Path | None, *, option: str = "pass --data-dir DIR or set XMINE_DATA") -> Path:
+    """The folder holding `<locale>.jsonl`: accepts the data root, massive/, 1.1/ or data/
+    (`option`: how the command names it, for the error when it is not there)."""
+    base = resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET, option=option)
     found = find_folder(base)
     if found is None:
         raise DataNotFoundError(f"{base}: no MASSIVE <locale>.jsonl files there or in data/ or 1.1/data/. {HOW_TO_GET}")

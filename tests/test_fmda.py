@@ -412,3 +412,17 @@ def test_the_python_api_trains_with_the_commands_defaults():
     defaults = {p.name: p.default for p in train.params}
     config = FmdaConfig(partners=["de-DE"])
     assert (config.batch_size, config.lr) == (defaults["batch_size"], defaults["lr"]) == (512, 1e-4)
+
+
+def test_fmda_without_massive_says_to_pass_it_as_pairs(tmp_path):
+    """`train --method fmda` reads MASSIVE from --pairs: where it is not there, the error says so
+    (was: "pass --data-dir DIR or set XMINE_DATA", an option train does not have and a variable
+    it does not read)."""
+    from xmine.cli import main
+
+    (tmp_path / "p.de").write_text("Hallo.\n", encoding="utf-8")
+    (tmp_path / "p.en").write_text("Hello.\n", encoding="utf-8")
+    r = CliRunner().invoke(main, ["train", "--method", "fmda", "--pairs", f"{tmp_path / 'p.de'}:{tmp_path / 'p.en'}",
+                                  "--langs", "de-DE", "-o", str(tmp_path / "out")])
+    assert r.exit_code == 2 and "massive: data not found" in r.output, r.output
+    assert "pass it as --pairs DIR" in r.output and "--data-dir" not in r.output

@@ -49,12 +49,13 @@ def data_root(data_dir: str | Path | None) -> Path | None:
     return Path(data_dir).expanduser() if data_dir else default_data_dir()
 
 
-def resolve_data_dir(data_dir: str | Path | None, *, needs: str, how_to_get: str) -> Path:
+def resolve_data_dir(data_dir: str | Path | None, *, needs: str, how_to_get: str,
+                     option: str = "pass --data-dir DIR or set XMINE_DATA") -> Path:
     """Return the folder holding data set `needs` (a sub-path such as "tatoeba/v1").
 
     `data_dir` is what the user passed (--data-dir); it may point at the data root or directly at
-    the data set's own folder. Raises `DataNotFoundError` saying where xmine looked and how to get
-    the data (`how_to_get`) when it is not there.
+    the data set's own folder. Raises `DataNotFoundError` saying where xmine looked, how to get
+    the data (`how_to_get`) and how to name it (`option`, the command's way) when it is not there.
     """
     candidates: list[Path] = []
     if data_dir is not None:
@@ -73,5 +74,5 @@ def resolve_data_dir(data_dir: str | Path | None, *, needs: str, how_to_get: str
     looked = ", ".join(str(c) for c in candidates) or "(no --data-dir, no $XMINE_DATA, no ../shared/data)"
     raise DataNotFoundError(
         f"{needs}: data not found (looked in {looked}). {how_to_get} "
-        "Then pass --data-dir DIR or set XMINE_DATA."
+        f"Then {option}."
     )

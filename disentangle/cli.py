@@ -115,7 +115,8 @@ def _split_langs(value: str | None) -> list[str] | None:
               show_default=True,
               help="--method fmda only: initialise the meaning layer to the identity (needs --layers 1).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
-              help="Seed of sampling, split, initialisation, batch order and negatives: same seed, same weights.")
+              help="Seed of sampling, split, initialisation, batch order and negatives: same seed and "
+                   "--threads, same weights (another thread count sums in another order: weights ~1e-8 apart).")
 @click.option("--restart", is_flag=True, help="Discard a checkpoint left in OUTPUT/.work instead of resuming it.")
 @click.option("--overwrite", is_flag=True,
               help="Replace OUTPUT if it is a finished xmine projection already (anything else is refused). "

@@ -24,7 +24,8 @@ import numpy as np
 from xmine.mining.langid import identify_by_projection, trust_table
 from xmine.disentangle.train_checkpoint import CHECKPOINT, LEGACY, WORK, verify_checkpoint
 from xmine.encoders import check_projection_encoder
-from xmine.artefacts.fileio import MANIFEST, MARKER, atomic_path, atomic_write_json, read_manifest, sha256_file, write_manifest
+from xmine.artefacts.fileio import (MANIFEST, MARKER, atomic_path, atomic_write_json, read_manifest, sha256_file,
+                                    write_manifest)
 from xmine.errors import ArtefactError, ConfigError, OutputError
 from xmine.langs import normalize_lang
 from xmine.encoders.projection import (

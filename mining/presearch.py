@@ -13,10 +13,12 @@ so digits, punctuation and case do not count), steps in this order:
   another number, a line differing in punctuation or case) is mined through that first row, as
   exact repeats already are (`xmine.io.dedup.first_occurrences`, the same dedup). A line that
   differs from its first row in a number is a sentence of its own, with a translation of its own:
-  `pair_number_variants` gives the pairs mined through the first row to the variants whose numbers
-  agree (mined through "rose 5%" against "rose 7%", the pair the `numbers` filter would drop is
-  "rose 7%" with "rose 7%", and "rose 5%" with its own; searched beside each other, a copy with
-  another figure lowered its line's margins: on `bench mining --noisy` 1-1.6 points of recall).
+  after the search, `pair_number_variants` gives a pair mined through the first row to the
+  variants whose numbers agree ("rose 5%" mined against the translation of "rose 7%", a pair the
+  `numbers` filter would drop, becomes "rose 7%" with it, and "rose 5%" goes with its own
+  translation where that is a variant on the other side). Searching the variants instead, beside
+  each other, cost recall: a copy with another figure lowers its line's margins (1-1.6 points of
+  recall on `bench mining --noisy`, benchmarks/results/notes/mining_noisy.md).
 - `copies`: a key present on both sides. Each such text is identified (`langid.identify`, the
   pair filters' `lid` backend, its top language) when both languages are given and the backend
   knows them: a text identified as one side's language stays on that side only; a text given to
@@ -133,9 +135,8 @@ def _number_variants(texts: Sequence[str], representative: np.ndarray, duplicate
     return out
 
 
-def pair_number_variants(src_rows: np.ndarray, tgt_rows: np.ndarray, src_variants: dict[int, list[int]],
-                         tgt_variants: dict[int, list[int]], src_text, tgt_text) -> tuple[np.ndarray, np.ndarray,
-                                                                                            np.ndarray, int]:
+def pair_number_variants(src_rows: np.ndarray, tgt_rows: np.ndarray, src_variants: dict, tgt_variants: dict,
+                         src_text, tgt_text) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The mined pairs (`src_rows[i]`, `tgt_rows[i]`: arrays of row ids), each side's row standing for
     its number variants (`SideClean.number_variants`, by row), paired by the numbers they hold:
     where a side has variants, the pairs of its variants and the other side's whose numbers
@@ -146,7 +147,7 @@ def pair_number_variants(src_rows: np.ndarray, tgt_rows: np.ndarray, src_variant
     if not src_variants and not tgt_variants:
         return np.arange(len(src_rows)), src_rows, tgt_rows, 0
     take, out_src, out_tgt = [], [], []
-    used_src, used_tgt = set(src_rows.tolist()), set(tgt_rows.tolist())
+    used_src, used_tgt = set(), set()  # variants paired already
     for i, (s, t) in enumerate(zip(src_rows.tolist(), tgt_rows.tolist())):
         pairs = [(s, t)]
         if s in src_variants or t in tgt_variants:

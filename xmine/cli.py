@@ -132,8 +132,8 @@ def _sigterm_as_interrupt():
     (a program that embeds xmine and handles SIGTERM itself keeps its own) and in the main thread."""
     install = (threading.current_thread() is threading.main_thread()
                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+    _TERMINATED.clear()  # (was: only where installed, so an earlier command's SIGTERM made a Ctrl-C exit 143)
     if install:
-        _TERMINATED.clear()
         signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield

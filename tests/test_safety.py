@@ -579,16 +579,18 @@ def test_train_overwrite_replaces_a_projection_whole_and_never_the_shipped_one(w
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(projection_module, "write_projection_manifest", terminated)
-    assert xm(*train, "--max-epochs", 2, "-o", ws / "pinned", "--overwrite").exit_code == 143
-    # A program that embeds xmine with a SIGTERM handler of its own (Ray's driver): a Ctrl-C after the
-    # SIGTERM above is said as Ctrl-C (was: exit 143, the earlier command's SIGTERM remembered)
-    monkeypatch.setattr(projection_module, "write_projection_manifest", interrupted)
-    own = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    # (this process's handler as a program's own is: earlier tests leave Ray's driver's, which ends it)
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
+        monkeypatch.setattr(projection_module, "write_projection_manifest", terminated)
+        assert xm(*train, "--max-epochs", 2, "-o", ws / "pinned", "--overwrite").exit_code == 143
+        # A program that embeds xmine with a SIGTERM handler of its own (Ray's driver): a Ctrl-C after
+        # the SIGTERM above is said as Ctrl-C (was: exit 143, the earlier command's SIGTERM remembered)
+        monkeypatch.setattr(projection_module, "write_projection_manifest", interrupted)
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
         assert xm(*train, "--max-epochs", 2, "-o", ws / "pinned", "--overwrite").exit_code == 130
     finally:
-        signal.signal(signal.SIGTERM, own)
+        signal.signal(signal.SIGTERM, before)
     monkeypatch.undo()
     refused(xm("verify", ws / "pinned"), "an unfinished xmine projection")
     refused(xm("mine", ws / "de.txt", ws / "en.txt", "--projection", ws / "pinned", "-o", ws / "m.tsv"),

@@ -48,7 +48,7 @@ from xmine.artefacts.directory import provenance
 from xmine.disentangle.fmda_data import PIVOT, prepare
 from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
-from xmine.disentangle.trainer import batches, check_loop_settings, mean_terms, run_epochs, step, training_output
+from xmine.disentangle.train_loop import batches, check_loop_settings, mean_terms, run_epochs, step, training_output
 from xmine.errors import ConfigError
 
 logger = logging.getLogger(__name__)

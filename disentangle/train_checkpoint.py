@@ -208,6 +208,27 @@ def _tensors(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
     return tensors
 
 
+def check_resumable(path: Path, signature: RunSignature, *, max_epochs: int) -> dict[str, Any] | None:
+    """The header of the checkpoint at `path`, read alone (no tensor), when it is this run's to
+    resume (see `resume`), None when there is none: a ConfigError when it holds another run or this run trained beyond
+    `max_epochs`, an ArtefactError when it is not a checkpoint xmine wrote. `train` calls it before
+    it embeds its data (was: such a checkpoint was refused only after every sentence was embedded)."""
+    if not path.is_file():
+        return None
+    meta = read_header(path)
+    if meta["signature"] != signature.digest:
+        # (checkpoints written before they recorded their settings are named without them)
+        named = _differences(meta["settings"], signature.settings) if isinstance(meta.get("settings"), dict) else []
+        raise ConfigError(f"{path}: holds a run with other settings or data" + (f" ({'; '.join(named)})" if named else "")
+                          + "; pass --restart to discard it or choose another output directory")
+    done = meta["state"].get("epoch")
+    if isinstance(done, int) and done > max_epochs:
+        # Resumed, it would train nothing and write its later epochs' weights under this limit.
+        raise ConfigError(f"{path}: holds this run trained for {done} epochs, more than --max-epochs {max_epochs}; "
+                          f"pass --restart to train from scratch, or --max-epochs {done} or more to keep it")
+    return meta
+
+
 def resume(path: Path, signature: RunSignature, *, max_epochs: int, model, optimizers: dict,
            gen, restart: bool = False) -> dict[str, Any] | None:
     """Load the checkpoint at `path` into `model`, the `optimizers` (name -> optimiser or None) and
@@ -221,17 +242,7 @@ def resume(path: Path, signature: RunSignature, *, max_epochs: int, model, optim
     if restart:  # (was: not a word)
         log.info(f"{path}: not resumed (--restart): training from scratch replaces it")
         return None
-    meta = read_header(path)
-    if meta["signature"] != signature.digest:
-        # (checkpoints written before they recorded their settings are named without them)
-        named = _differences(meta["settings"], signature.settings) if isinstance(meta.get("settings"), dict) else []
-        raise ConfigError(f"{path}: holds a run with other settings or data" + (f" ({'; '.join(named)})" if named else "")
-                          + "; pass --restart to discard it or choose another output directory")
-    done = meta["state"].get("epoch")
-    if isinstance(done, int) and done > max_epochs:
-        # Resumed, it would train nothing and write its later epochs' weights under this limit.
-        raise ConfigError(f"{path}: holds this run trained for {done} epochs, more than --max-epochs {max_epochs}; "
-                          f"pass --restart to train from scratch, or --max-epochs {done} or more to keep it")
+    meta = check_resumable(path, signature, max_epochs=max_epochs)
     tensors = _tensors(path, meta)
     state = dict(meta["state"])
     try:

@@ -219,7 +219,7 @@ def test_batches_hold_every_row_once_within_its_group():
 
     import torch
 
-    from xmine.disentangle.trainer import batches
+    from xmine.disentangle.train_loop import batches
 
     rng = random.Random(3)
     for _ in range(300):

@@ -556,6 +556,27 @@ def test_train_restores_torchs_thread_count(ws):
     assert torch.get_num_threads() == 2
 
 
+def test_train_refuses_another_runs_checkpoint_before_it_embeds(ws, monkeypatch):
+    """A checkpoint `train` would refuse (other settings, or this run trained beyond --max-epochs) is
+    refused before any sentence is embedded (was: after embedding all of them, hours on a large
+    corpus); the projection and its checkpoint are left as they were."""
+    from xmine.disentangle import trainer
+
+    train = ("train", "--method", "seed", "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}", "--encoder", "use-m3",
+             "-q", "-o", ws / "p")
+    ok(xm(*train, "--max-epochs", 2))
+    embedded = []
+    real = trainer.cached_encode
+    monkeypatch.setattr(trainer, "cached_encode", lambda *a, **k: embedded.append(1) or real(*a, **k))
+    with untouched(ws / "p"):
+        refused(xm(*train, "--max-epochs", 2, "--lr", "0.001", "--overwrite"),
+                "holds a run with other settings or data", "config.lr")
+        refused(xm(*train, "--max-epochs", 1, "--overwrite"), "trained for 2 epochs, more than --max-epochs 1")
+    assert embedded == []
+    ok(xm(*train, "--max-epochs", 3, "--overwrite"))  # its own run resumes (and embeds)
+    assert embedded == [1]
+
+
 def test_train_overwrite_replaces_a_projection_whole_and_never_the_shipped_one(ws, monkeypatch):
     """`train --overwrite` over a projection that came with a SHIPPED.json (a copy of the shipped
     one) removes it (was: kept and listed in the new manifest, so `mine` used the old projection's

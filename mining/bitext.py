@@ -251,8 +251,9 @@ class Bitext:
                     raise InputError(self.path, "no header line (the file is empty)")
                 names = [n.strip() for n in first[1]]
                 self.columns = first[1]
-            si = column_index(self.spec.src_field or "1", names, self.path, option="--src-field")
-            ti = column_index(self.spec.tgt_field or "2", names, self.path, option="--tgt-field")
+            at = None if first is None else first[0]
+            si = column_index(self.spec.src_field or "1", names, self.path, option="--src-field", header_line=at)
+            ti = column_index(self.spec.tgt_field or "2", names, self.path, option="--tgt-field", header_line=at)
             if si == ti:
                 raise ConfigError(f"--src-field and --tgt-field both name column {si + 1} of {self.path}: every "
                                   "pair would be a sentence against itself")

@@ -682,6 +682,19 @@ BAD = {
     "unknown column": ("de.parquet", _bad_parquet_null, ["--text-column", "body"], ["de.parquet", "no column 'body'"]),
     "format mismatch": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n'),
                         ["--input-format", "parquet"], ["de.jsonl", "not a readable Parquet file"]),
+    # a name twice: was read as the last value (JSON, Parquet) or the first column (CSV), without a word
+    "a field named twice in json": ("de.jsonl", lambda p: p.write_text(
+        '{"text": "Ein Satz."}\n{"text": "Zwei.", "meta": {"a": 1}, "text": "Drei."}\n'),
+        [], ["de.jsonl:2", "an object names the field 'text' twice"]),
+    "a nested field named twice in json": ("de.jsonl", lambda p: p.write_text(
+        '{"text": "Ein Satz.", "meta": {"url": "a", "url": "b"}}\n'), [], ["de.jsonl:1", "the field 'url' twice"]),
+    "a column named twice in csv": ("de.csv", lambda p: p.write_text('\ntext,id,text\nEin Satz.,1,Zwei.\n'),
+                                    ["--text-column", "text"],
+                                    ["de.csv:2", "--text-column 'text': the header has 2 columns of that name "
+                                                 "(columns 1, 3)"]),
+    "a column named twice in parquet": ("de.parquet", lambda p: __import__("pyarrow.parquet").parquet.write_table(
+        __import__("pyarrow").table([["Ein Satz."], ["Zwei."]], names=["text", "text"]), p),
+        [], ["de.parquet", "two columns are named 'text'"]),
     "not a dataset folder": ("de_dir", lambda p: (p.mkdir(), (p / "x.txt").write_text("Satz.\n")),
                              [], ["de_dir", "Hugging Face"]),
 }

@@ -124,9 +124,15 @@ def same_width(rows: Iterator[tuple[int, list[str]]], path: Path, fmt: str, *,
     yield from ((blank, []) for blank in waiting)
 
 
-def column_index(column: str, header: list[str] | None, path: Path, *, option: str) -> int:
-    """The 0-based index of `column`: a 1-based number, or with a header a column name."""
+def column_index(column: str, header: list[str] | None, path: Path, *, option: str,
+                 header_line: int | None = None) -> int:
+    """The 0-based index of `column`: a 1-based number, or with a header (on line `header_line`) a
+    column name that the header holds once."""
     if header is not None and column in header:
+        if header.count(column) > 1:  # (was: the first of them, without a word)
+            numbers = [str(i + 1) for i, name in enumerate(header) if name == column]
+            raise InputError(path, f"{option} {column!r}: the header has {len(numbers)} columns of that name (columns "
+                                   f"{', '.join(numbers)}); give the number of the one to read", line=header_line)
         return header.index(column)
     if column.isdecimal() and int(column) >= 1:  # (isdigit: also "²", which int() refuses)
         return int(column) - 1

@@ -114,9 +114,27 @@ class JsonlReader(CorpusReader):
 BLANK = object()
 
 
+class _DuplicateName(ValueError):
+    pass
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateName(next(name for name, _ in pairs if name in seen or seen.add(name)))
+    return record
+
+
+#: JSON whose objects name each field once: Python's parser keeps the last of two values of a name
+#: without a word, other tools the first, so a record naming one twice is refused, never read as either
+_JSON = json.JSONDecoder(object_pairs_hook=_unique_names)
+
+
 def jsonl_records(path: Path, *, blank: bool = False) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed value) of every non-blank line of a JSON Lines file; invalid JSON is an
-    InputError naming the line. `blank`: a blank line is (line number, BLANK) too."""
+    """(line number, parsed value) of every non-blank line of a JSON Lines file; invalid JSON, or an
+    object that names a field twice, is an InputError naming the line. `blank`: a blank line is
+    (line number, BLANK) too."""
     with closing(iter_lines(path)) as lines:
         for number, line in lines:
             if not line.strip():
@@ -124,7 +142,11 @@ def jsonl_records(path: Path, *, blank: bool = False) -> Iterator[tuple[int, Any
                     yield number, BLANK
                 continue
             try:
-                yield number, json.loads(line)
+                yield number, _JSON.decode(line)
+            except _DuplicateName as e:
+                raise InputError(path, f"an object names the field {e.args[0]!r} twice: which of its values to read "
+                                       "is not defined (JSON readers differ), so it is not read; keep one",
+                                 line=number) from None
             except ValueError as e:
                 # (was the parser's word alone for a JSON array, which is valid JSON but not JSON Lines)
                 hint = ("; JSON Lines holds one object a line, and this one opens a JSON array: write one "
@@ -151,9 +173,10 @@ class DelimitedReader(CorpusReader):
             if self.has_header():
                 first = next(rows, None)
                 names = [n.strip() for n in first[1]] if first is not None else []
-            text = column_index(self.spec.text_field, names, self.path, option="--text-column")
+            at = None if first is None else first[0]
+            text = column_index(self.spec.text_field, names, self.path, option="--text-column", header_line=at)
             rid = None if self.spec.id_field is None else column_index(self.spec.id_field, names, self.path,
-                                                                        option="--id-field")
+                                                                        option="--id-field", header_line=at)
             for number, fields in same_width(rows, self.path, self.format, header=first):
                 yield (number, field_of(fields, text, self.path, number, what="text"),
                        None if rid is None else record_id(field_of(fields, rid, self.path, number, what="id"),
@@ -250,7 +273,8 @@ def reading_of(path: str | Path, spec: InputFormat | None = None) -> tuple:
             with closing(delimited_rows(path, fmt)) as rows:
                 first = next(rows, None)
             names = [n.strip() for n in first[1]] if first is not None else []
-        return fmt, header, column_index(spec.text_field, names, path, option="--text-column")
+        return fmt, header, column_index(spec.text_field, names, path, option="--text-column",
+                                         header_line=None if first is None else first[0])
     split = spec.split
     if fmt == "hf" and split is None and (path / "dataset_dict.json").is_file():
         try:

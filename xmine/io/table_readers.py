@@ -58,9 +58,13 @@ def open_parquet(path: Path):
         raise InputError(path, "reading Parquet needs the pyarrow package (pip install pyarrow)") from None
     try:
         f = pq.ParquetFile(path)
-        return f, f.schema_arrow.names
+        names = f.schema_arrow.names
     except Exception as e:  # noqa: BLE001  (pyarrow raises ArrowInvalid, OSError, ...)
         raise InputError(path, f"not a readable Parquet file ({_one_line(e)})") from None
+    if len(set(names)) != len(names):  # (was: read as rows of dicts, the last column of a name kept)
+        twice = sorted({name for name in names if names.count(name) > 1})
+        raise InputError(path, f"two columns are named {twice[0]!r}: which to read is not defined; rename one")
+    return f, names
 
 
 def parquet_rows(f, path: Path, columns: list[str] | None = None) -> Iterator[list[dict]]:

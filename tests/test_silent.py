@@ -224,8 +224,9 @@ def test_a_damaged_cache_file_is_one_line_naming_it_and_a_damaged_row_is_encoded
     inside = bytearray(sound)
     inside[8192:8192 + 4096] = bytes(range(256)) * 16  # a page inside the table: its rows still count
     path.write_bytes(bytes(inside))
-    said = ok(xm("cache", "info")).output  # (was: listed as sound)
+    said = xm("cache", "info").output  # (was: listed as sound; then exit 0, as for a sound cache)
     assert f"{path.name}: use-m3" in said and "; DAMAGED (" in said and "cache clear --encoder use-m3" in said
+    refused(xm("cache", "info"), f"{path}: a damaged cache file; the lines above say how to remove it")
     path.write_bytes(sound)
     data = bytearray(path.read_bytes())
     data[100:4196] = b"\xff" * 4096  # the first page's content, past the 100-byte header
@@ -254,8 +255,9 @@ def test_a_damaged_cache_file_is_one_line_naming_it_and_a_damaged_row_is_encoded
     cache.close()
     # a file damaged where SQLite reads what it records: not provably a cache, left alone, said to be damaged
     path.write_bytes(sound[:-8192])
-    said = ok(xm("cache", "info")).output
+    said = xm("cache", "info").output
     assert f"{path.name}: named as an xmine cache file, but damaged (database disk image is malformed)" in said
+    refused(xm("cache", "info"), f"{path}: a damaged cache file")
 
 
 # ------------------------------------------------------------------ what a failed run leaves

@@ -16,7 +16,7 @@ from xmine.encoders.external import ExternalEmbeddings
 
 from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86_cpu
 from xmine.encoders.suitability import suitability
-from xmine.errors import ConfigError, InputError, XmineError, error_lines
+from xmine.errors import ArtefactError, ConfigError, InputError, XmineError, error_lines
 from xmine.encoders.options import encodes_nothing, precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.artefacts.fileio import kind_label
@@ -264,7 +264,7 @@ def cache() -> None:
 @cache.command("info")
 def cache_info() -> None:
     """List the cache files: encoder, sentences held, size on disk, and the bound; each file is
-    checked (SQLite's quick_check, which reads all of it) and a damaged one said to be."""
+    checked (SQLite's quick_check, which reads all of it) and a damaged one said to be (exit 2)."""
     found = [(f, *cache_file_info(f, check=True)) for f in cache_files()]
     click.echo(f"{xmine_home(create=False) / 'embeddings'}: {sum(i is not None for _, i, _ in found)} cache file(s), bound "
                f"{max_cache_mb():.0f} MB of vectors each (XMINE_CACHE_MAX_MB)")
@@ -276,6 +276,11 @@ def cache_info() -> None:
                        f"{i['bytes'] / 2**20:,.1f} MB on disk" + (
                            f"; DAMAGED ({i['damaged']}): `xmine cache clear --encoder {i['encoder']}` removes it"
                            if i["damaged"] else ""))
+    damaged = [f for f, i, why in found if (i or {}).get("damaged") or (i is None and "damaged" in why)]
+    if damaged:  # (was: exit 0, as for a sound cache)
+        raise ArtefactError(f"{damaged[0]}: a damaged cache file" + (f" ({len(damaged) - 1} more listed above)"
+                                                                      if len(damaged) > 1 else "")
+                            + "; the lines above say how to remove it (it is rebuilt when next needed)")
 
 @cache.command("clear")
 @click.option("--encoder", "encoder_name", type=NAME, default=None, help="Only this encoder's cache (default: all).")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,8 @@ from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 from xmine.errors import ConfigError, InputError
 from xmine.langs import normalize_lang
 from xmine.paths import xmine_home
+
+log = logging.getLogger("xmine.disentangle")
 
 
 def read_massive(folder: str | Path, locale: str):
@@ -247,8 +250,15 @@ def pool_indices(utts: Sequence[str], locale: str, *, show_progress: bool) -> tu
     h = hashlib.sha256(("\x00".join(utts) + "|" + locale + "|v1").encode("utf-8")).hexdigest()[:24]
     path = xmine_home() / "fmda-pools" / f"{locale}-{h}.json"
     if path.is_file():
-        blob = json.loads(path.read_text(encoding="utf-8"))
-        return np.asarray(blob["pool"], dtype=np.int64), blob["stats"]
+        try:  # a cache, so one damaged or edited is computed again (was: a traceback, or indices out of range)
+            blob = json.loads(path.read_text(encoding="utf-8"))
+            pool = np.asarray(blob["pool"], dtype=np.int64)
+            if pool.ndim == 1 and np.all((pool >= 0) & (pool < len(utts))) and np.all(np.diff(pool) > 0) \
+                    and isinstance(blob["stats"], dict):
+                return pool, blob["stats"]
+        except (OSError, ValueError, TypeError, KeyError, OverflowError):
+            pass
+        log.warning(f"{path}: not a negative pool of these utterances (damaged or edited): computed again")
     stats: dict = {}
     pool = negative_pool(utts, locale, show_progress=show_progress, stats=stats)
     atomic_write_json(path, {"pool": pool.tolist(), "stats": stats})
@@ -260,8 +270,17 @@ def _aligned_rows(folder: Path, partners: Sequence[str]) -> tuple[list[str], dic
     locales = [PIVOT] + [p for p in partners if p != PIVOT]
     rows = {loc: read_massive(folder, loc) for loc in locales}
     for loc in locales[1:]:
-        if [(r.id, r.partition) for r in rows[loc]] != [(r.id, r.partition) for r in rows[PIVOT]]:
-            raise InputError(folder / f"{loc}.jsonl", f"rows are not aligned with {PIVOT}.jsonl by id and partition")
+        here, pivot = rows[loc], rows[PIVOT]
+        # the first row whose id or partition differs from en-US's at the same position (was: unnamed)
+        at = next((i for i, (a, b) in enumerate(zip(here, pivot)) if (a.id, a.partition) != (b.id, b.partition)),
+                  None if len(here) == len(pivot) else min(len(here), len(pivot)))
+        if at is not None:
+            said = (f"{len(here)} rows, {PIVOT}.jsonl has {len(pivot)}" if at == min(len(here), len(pivot)) else
+                    f"row {at + 1} is id {here[at].id!r} ({here[at].partition}), {PIVOT}.jsonl's id {pivot[at].id!r} "
+                    f"({pivot[at].partition}, line {pivot[at].line})")
+            raise InputError(folder / f"{loc}.jsonl", f"rows are not aligned with {PIVOT}.jsonl by id and partition, "
+                                                       f"as FMDA reads them: {said}",
+                             line=here[at].line if at < len(here) else None)
     return locales, rows
 
 

@@ -6,6 +6,7 @@ few dozen MASSIVE rows (resume, save/load, sentence-transformers round trip).
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -204,6 +205,36 @@ def tiny_massive(massive_dir, tmp_path_factory):
             lines = [next(f) for _ in range(90)]
         (d / f"{loc}.jsonl").write_text("".join(lines), encoding="utf-8")
     return d
+
+
+def test_misaligned_locales_name_the_row_and_a_damaged_pool_cache_is_computed_again(tiny_massive, tmp_path,
+                                                                                      monkeypatch, caplog):
+    from xmine.disentangle.fmda_data import _aligned_rows, pool_indices
+    from xmine.errors import InputError
+
+    lines = (tiny_massive / "de-DE.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    swapped = tmp_path / "swapped"
+    swapped.mkdir()
+    shutil.copy(tiny_massive / "en-US.jsonl", swapped)
+    (swapped / "de-DE.jsonl").write_text("".join(lines[:4] + [lines[5], lines[4]] + lines[6:]), encoding="utf-8")
+    ids = [json.loads(l)["id"] for l in lines]
+    with pytest.raises(InputError, match=rf"de-DE.jsonl:5: rows are not aligned with en-US.jsonl .*: row 5 is id "
+                                         rf"'{ids[5]}' \(\w+\), en-US.jsonl's id '{ids[4]}' \(\w+, line 5\)"):
+        _aligned_rows(swapped, ["de-DE"])
+    (swapped / "de-DE.jsonl").write_text("".join(lines[:80]), encoding="utf-8")  # (was: the file alone named)
+    with pytest.raises(InputError, match="de-DE.jsonl: rows are not aligned .*: 80 rows, en-US.jsonl has 90"):
+        _aligned_rows(swapped, ["de-DE"])
+
+    monkeypatch.setenv("XMINE_HOME", str(tmp_path / "home"))
+    utts = [json.loads(l)["utt"] for l in lines[:40]]
+    pool, stats = pool_indices(utts, "de-DE", show_progress=False)
+    (cached,) = (tmp_path / "home" / "fmda-pools").glob("*.json")
+    for damage in ("{", json.dumps({"pool": [0, 1, 400], "stats": stats}), json.dumps({"pool": "x", "stats": {}})):
+        cached.write_text(damage, encoding="utf-8")  # (was: a traceback, or indices past the utterances read)
+        with caplog.at_level("WARNING", logger="xmine"):
+            again, _ = pool_indices(utts, "de-DE", show_progress=False)
+        assert again.tolist() == pool.tolist() and "computed again" in caplog.text
+        caplog.clear()
 
 
 def _train_cmd(massive, out, *extra):

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.artefacts.directory import atomic_dir
-from xmine.artefacts.fileio import atomic_write_json, write_manifest
+from xmine.artefacts.fileio import atomic_write_json, sha256_file, write_manifest
 from xmine.artefacts.outputs import claim_output
 from xmine.disentangle.massive import PIVOT, Annotation, read_locale
 from xmine.encoders.tokens import build_token_store, share_sentence_vectors
@@ -353,7 +353,9 @@ def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: 
                                                      desc=f"{what} targets {loc}").pooled
         out[loc] = PreparedLocale(utts=utts, store=store, template_target=tp_t, residual_target=rs_t,
                                   annotated=annotated, pool_rows=np.arange(n_tr + n_dev, len(utts)))
-        summary["locales"][loc] = {"file": str(folder / f"{loc}.jsonl"), "pool": pool_stats,
+        # the file by its content too: the checkpoint's signature reads it, not the path (`run_signature`)
+        summary["locales"][loc] = {"file": str(folder / f"{loc}.jsonl"),
+                                   "file_sha256": sha256_file(folder / f"{loc}.jsonl"), "pool": pool_stats,
                                    "annotated_train": int(annotated[:n_tr].sum()),
                                    "annotated_dev": int(annotated[n_tr:n_tr + n_dev].sum())}
     return FmdaData(locales=locales, data=out, train_rows=np.arange(n_tr),

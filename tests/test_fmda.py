@@ -5,6 +5,7 @@ few dozen MASSIVE rows (resume, save/load, sentence-transformers round trip).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -12,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
+
+from xmine.cli import main as main_cli
 
 from xmine.disentangle import losses as L
 from xmine.disentangle.model import FMDA, pad_batch
@@ -268,6 +271,20 @@ def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path
     # with --overwrite it resumes from the checkpoint after epoch 2: nothing to train, same weights
     res = _train_cmd(tiny_massive, out, "--overwrite")
     assert res.exit_code == 0 and (out / "model.safetensors").read_bytes() == weights
+    # the data are known by their content: the same files in another folder resume the run, the same
+    # folder with a file edited is other data (was: by the folder's path alone, the other way round)
+    moved = shutil.copytree(tiny_massive, tmp_path / "moved")
+    res = _train_cmd(moved, out, "--overwrite")
+    assert res.exit_code == 0 and (out / "model.safetensors").read_bytes() == weights, res.output
+    assert json.loads((out / "config.json").read_text())["training_data"]["locales"]["de-DE"]["file_sha256"] == \
+        hashlib.sha256((moved / "de-DE.jsonl").read_bytes()).hexdigest()
+    edited = (moved / "de-DE.jsonl").read_text(encoding="utf-8").replace("stell einen wecker für zwei",
+                                                                         "stelle einen wecker für zwei", 1)
+    (moved / "de-DE.jsonl").write_text(edited, encoding="utf-8")
+    res = CliRunner().invoke(main_cli, ["train", "--method", "fmda", "--pairs", str(moved), "--langs", "de-DE",
+                                        "--batch-size", "16", "--lr", "1e-3", "--max-epochs", "2", "-q",
+                                        "--overwrite", "-o", str(out)])
+    assert res.exit_code == 2 and "other settings or data" in res.output and "file_sha256" in res.output, res.output
     # other settings into the same folder are refused with one line, exit 2
     from xmine.cli import main
 

@@ -23,6 +23,7 @@ from xmine.index.build import IndexConfig, build_index as _build
 from xmine.index.choose import BUILD_TYPES, pq_code
 from xmine.index.faiss_index import IndexDir, gpu_count
 from xmine.encoders.input_encoders import Encoders, check_same_projection
+from xmine.encoders.projection import warn_of_unseen_languages
 from xmine.inputs import check_split_languages, load_side
 from xmine.io.readers import for_each_input
 from xmine.io.stdin import recorded_path, with_local_inputs
@@ -134,6 +135,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                              input_format=input_format, opened=source_index)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()  # a damaged shard is one clear error before the indexing starts
+            warn_of_unseen_languages(side.projection.path if side.projection else None, [side.lang])
             try:
                 ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
                             sentence_index=side.sentence_index, encoder=side.encoder, projection=side.projection,

@@ -349,7 +349,7 @@ def test_cli_plot_and_encoder_mismatch(tmp_path, data_dir, center_projection):
     assert res.exit_code == 2 and "encoder" in res.output and not (tmp_path / "x.json").exists()
 
 
-def test_mining_languages_a_user_projection_never_saw_is_said(tmp_path, data_dir, center_projection):
+def test_mining_languages_a_user_projection_never_saw_is_said(tmp_path, data_dir, center_projection, caplog):
     """(was: a projection trained on German, French and English mined Spanish without a word)"""
     from tests.flores import flores_lines
 
@@ -364,6 +364,17 @@ def test_mining_languages_a_user_projection_never_saw_is_said(tmp_path, data_dir
         said = json.loads(out.with_name(out.name + ".json").read_text()).get("projection_languages")
         assert (said and said["unseen"]) == unseen, said
     assert f"projection {center_projection} was not trained on es: its meaning part of that language" in said["note"]
+    # ... and embed and build-index say it too (was: an index of such vectors searched without a word)
+    note = f"projection {center_projection} was not trained on es: its meaning part of that language is untested"
+    for lang, expected in (("es", True), ("fr", False)):
+        for args in (["embed", "--lang", lang, "-o", str(tmp_path / f"{lang}.store")],
+                     ["build-index", "--lang", lang, "-o", str(tmp_path / f"{lang}.index")]):
+            caplog.clear()
+            with caplog.at_level("WARNING", logger="xmine"):
+                res = CliRunner().invoke(_cli(), [args[0], str(tmp_path / f"{lang}.txt"), *args[1:], "--encoder",
+                                                  "use-m3", "--projection", str(center_projection), "-q"])
+            assert res.exit_code == 0, res.output
+            assert any(note.replace(" es:", f" {lang}:") in r.getMessage() for r in caplog.records) == expected, args
 
 
 def test_cli_geometry_records_the_rows_it_measured_and_refuses_a_language_against_itself(tmp_path, data_dir):

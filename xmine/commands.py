@@ -23,7 +23,7 @@ from xmine.artefacts.fileio import kind_label
 from xmine.options import (LANG, NAME, GivenPath, given_on_command_line, input_format_options, projection_option,
                            quiet_option, ray_option)
 from xmine.paths import xmine_home
-from xmine.encoders.projection import choose_projection
+from xmine.encoders.projection import choose_projection, warn_of_unseen_languages
 from xmine.io.stdin import as_given, is_stdin, is_url, spool_stdin, spool_url
 from xmine.store import embed_corpus
 from xmine.store.layout import DEFAULT_DTYPE, DTYPES
@@ -192,6 +192,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
                                artefact_projection=artefact_projection([out_dir]) if same else (False, None))
 
+    if lang is not None:
+        warn_of_unseen_languages(choice.path, [lang])
     # Standard input and a URL are copied first: a corpus is read twice (checked, then embedded).
     stream = is_stdin(corpus) or is_url(corpus)
     spooled = temporary_directory("input") if stream else contextlib.nullcontext()

@@ -114,6 +114,17 @@ def unseen_languages_note(projection_dir, unseen: list[str]) -> str:
             f"{'that language' if len(unseen) == 1 else 'those languages'} is untested")
 
 
+def warn_of_unseen_languages(projection_dir: str | Path | None, langs) -> None:
+    """The warning `embed` and `build-index` give where the projection in `projection_dir` (None:
+    raw) was not trained on one of `langs` (`unseen_languages`; was: said only by `mine` and
+    `calibrate`, so an index of such vectors was searched without a word)."""
+    projection = open_projection(projection_dir) if projection_dir is not None else None
+    fingerprint = ProjectionFingerprint.from_dict(projection.fingerprint(), where="projection") if projection else None
+    if unseen := unseen_languages(fingerprint, langs):
+        log.warning(f"{unseen_languages_note(projection_dir, unseen)}; `xmine bench tatoeba --projection "
+                    f"{projection_dir}` measures it, and `--projection none` keeps raw embeddings")
+
+
 DEFAULT = "default"
 NONE = "none"
 #: The folder of shipped projections (package data), one sub-folder per encoder name.
@@ -293,4 +304,5 @@ def projection_defaults(projection_dir: str | Path) -> SpaceDefaults | None:
 __all__ = ["CONFIG", "DEFAULT", "NONE", "PROJECTION_FILES", "PROJECTION_FORMAT", "PROJECTION_KIND", "ProjectionChoice",
            "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "choose_projection", "open_projection",
            "projection_defaults", "projection_files", "read_projection_json", "read_shipped_json",
-           "resolve_projection", "shipped_dir", "shipped_encoder", "shipped_info", "unseen_languages", "unseen_languages_note"]
+           "resolve_projection", "shipped_dir", "shipped_encoder", "shipped_info", "unseen_languages", "unseen_languages_note",
+           "warn_of_unseen_languages"]

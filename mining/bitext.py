@@ -191,6 +191,18 @@ class Bitext:
                 "tgt_field": self.spec.tgt_field, "header": self.spec.header, "split": self.spec.split,
                 "fields_read": None if self.read_fields is None else list(self.read_fields)}
 
+    def check_unchanged(self, began: dict[str, Any]) -> dict[str, Any]:
+        """The bitext's `identity()`, or InputError where it differs from `began` (its identity when
+        the run began): a file replaced or written to while it was read twice (staged, then read
+        again beside its scores) would pair rows with another row's scores (was: caught only where
+        it had grown)."""
+        now = self.identity()
+        for was, is_ in zip(began["files"], now["files"]):
+            if was != is_:
+                raise InputError(is_["path"], "changed while it was scored (its size or sha256 differs from when "
+                                              "the run began); run the command again on a file no one writes")
+        return now
+
     def pairs(self) -> Iterator[BitextPair]:
         reader = {"tsv": self._delimited, "csv": self._delimited, "moses": self._moses, "jsonl": self._jsonl,
                   "parquet": self._parquet, "hf": self._dataset, "stores": self._store_pairs}[self.format]

@@ -15,10 +15,10 @@ or drops it (LASER's `mine_bitexts.py --mode score`, for a bitext one already ha
    (a target's neighbours are looked for in the source corpus and vice versa).
 3. Per pair: its cosine (`rescore.exact_dot`, the score the search gives), the margin with
    the two neighbourhood means (`select.margin_score`), and the first rule that drops it:
-   `empty` (a side without text), `threshold` (margin below the threshold `mine` uses in this
-   space: `threshold_rule.run_threshold`, its single value), then the pair filters of `mine` (`filters.apply_pair_filters`,
-   the language rule included).
-4. The bitext is read again and written with four columns added (`mining.score_output`).
+   `empty` (a side without text), `threshold` (margin below the threshold `mine` uses in this space:
+   `threshold_rule.run_threshold`, its single value), then `mine`'s pair filters, the language rule too.
+4. The bitext is read again and written with four columns added (`mining.score_output`), then
+   checked unchanged since the run began (`Bitext.check_unchanged`): else no output is finished.
 
 Memory: the bitext is streamed; per pair a few numbers (row ids, cosine, margin, rule) are kept.
 """
@@ -310,9 +310,8 @@ def score_bitext(
     executor = executor_for(search.ray)  # join the cluster first: a wrong address fails before anything is written
     corpora_paths = (src_corpus, tgt_corpus)
     opened_corpora = check_corpora(corpora_paths)
-    # The encoder named and the bitext (every row checked) before OUT is claimed: a name that cannot
-    # load or a malformed row leaves nothing behind.
-    # A bitext of two stores brings its vectors (and the encoder's name, from them): nothing is encoded.
+    # The encoder named and the bitext (every row checked) before OUT is claimed: a name that cannot load or a
+    # malformed row leaves nothing behind. A bitext of two stores brings its vectors (and the encoder's name).
     stores = bitext.stores() if bitext.format == "stores" else None
     # The languages the filters judge by and the corpora are checked against: a store's own, or its mining
     # run's, where none is given (was: a corpus of another language taken without a word; none for mine's output)
@@ -336,6 +335,7 @@ def score_bitext(
     if selection.calibration is not None:  # of the space scored in: before the bitext is encoded
         check_calibration_space(selection.calibration, encoder_name=encoder["name"],
                                 projection_dir=encoders.choice.path, encoder_id=encoder["id"])
+    began = bitext.identity()  # (checked again when the scores are written beside its rows)
     with temporary_directory("score") as staged:
         staged_sides = None if stores else write_sides(bitext, Path(staged))
         check_no_score_fields(bitext)  # (its columns read by now; was: TSV/CSV columns doubled, others refused late)
@@ -405,7 +405,7 @@ def score_bitext(
                     # the user's bitext, not the sides staged from it (removed when done)
                     # the languages judged by: a store's own where none was given (was: null, as given)
                     "provenance": provenance(**asdict(config), src_lang=langs[0], tgt_lang=langs[1],
-                                             bitext=bitext.identity(),
+                                             bitext=bitext.check_unchanged(began),
                                              corpora=[None if c is None else c.fingerprint for c in corpora]),
                 }
             finally:

@@ -831,3 +831,32 @@ def test_a_headerless_tsv_scored_before_is_refused_and_a_csv_names_every_column_
     assert all(r["keep"] in ("0", "1") and 0 < float(r["cosine"]) <= 1 for r in rows), rows
     refused(xm("score", tmp_path / "three.tsv", *common, "--src-field", "²", "-o", tmp_path / "z.tsv"),
             "--src-field '²': without a header line a column is named by its 1-based number")
+
+
+def test_a_bitext_changed_while_it_is_scored_writes_no_output(data_dir, tmp_path, monkeypatch):
+    """Two rows swapped after the sides were staged (same size, same count): the rows written beside
+    the scores would be other rows than those scored; refused at the end, no output finished (was:
+    caught only where the bitext had grown)."""
+    import xmine.mining.score as score_module
+
+    rows = _bitext(data_dir, 20, 10)
+    tsv = tmp_path / "b.tsv"
+    tsv.write_text("".join(f"{de}\t{en}\n" for de, en, _ in rows), encoding="utf-8")
+    real = score_module.score_pairs
+
+    def swapped_meanwhile(*a, **k):
+        lines = tsv.read_text(encoding="utf-8").splitlines(keepends=True)
+        tsv.write_text("".join([lines[1], lines[0]] + lines[2:]), encoding="utf-8")
+        return real(*a, **k)
+
+    monkeypatch.setattr(score_module, "score_pairs", swapped_meanwhile)
+    out = tmp_path / "s.tsv"
+    refused(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", out),
+            f"{tsv}: changed while it was scored")
+    # what was written is an unfinished output (as after any failure once writing began): refused by
+    # verify, replaced by the next run without --overwrite
+    assert json.loads((tmp_path / "s.tsv.json").read_text())["state"] == "unfinished"
+    refused(xm("verify", out), "unfinished")
+    monkeypatch.undo()
+    ok(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", out))
+    ok(xm("verify", out))

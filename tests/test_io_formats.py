@@ -521,6 +521,12 @@ def test_a_kept_field_may_not_take_a_column_of_xmines_own_nor_share_one(corpus, 
         assert not out.exists() and not Path(f"{out}.json").exists()  # (was: an unfinished OUT.json and OUT.work)
     refused(xm(*args, "--keep-field", "meta.url", "--keep-field", "meta_url", "-o", tmp_path / "two.jsonl"),
             "--keep-field 'meta.url' and 'meta_url': both would be the column src_meta_url")
+    # a kept column whose name the CSV header holds twice (was: the last of them, the text the first)
+    (tmp_path / "de3.csv").write_text("id,text,text\n" + "".join(f"{i},{t.replace(',', ' ')},x{i}\n" for i, t in
+                                                                enumerate(corpus["de"])), encoding="utf-8")
+    refused(xm("mine", tmp_path / "de3.csv", tmp_path / "en.jsonl", "--src-text-column", "2", "--keep-field", "text",
+               "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "three.jsonl"),
+            "de3.csv:1: --keep-field 'text': the header has 2 columns of that name (columns 2, 3)")
     refused(xm(*args, "--keep-field", "meta.url", "--format", "moses", "-o", tmp_path / "bi"),  # (was: dropped)
             "--keep-field: the moses format holds the sentences alone; add --meta")
     for fmt in ("moses", "tmx"):  # (was: ignored without a word, and not recorded)

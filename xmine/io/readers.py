@@ -268,7 +268,7 @@ def reading_of(path: str | Path, spec: InputFormat | None = None) -> tuple:
         return ("text",)
     if fmt in ("csv", "tsv"):
         header = spec.header if spec.header is not None else fmt == "csv"
-        names = None
+        names = first = None
         if header:
             with closing(delimited_rows(path, fmt)) as rows:
                 first = next(rows, None)

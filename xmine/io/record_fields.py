@@ -69,6 +69,16 @@ def check_fields_readable(path: str | Path, spec: InputFormat | None, names: Seq
         raise ConfigError(f"{option}: {path} is read as plain text, whose lines have no fields; a file of records "
                           "is named .jsonl, .csv or .parquet, or given as such with --input-format (or "
                           "--src-input-format/--tgt-input-format), e.g. tsv")
+    fmt = detect_format(path, spec)
+    if fmt in ("csv", "tsv") and open_corpus(path, spec or InputFormat(), check=False).has_header():
+        with closing(delimited_rows(path, fmt)) as rows:
+            header = next(rows, None)
+        columns = [n.strip() for n in header[1]] if header is not None else []
+        for name in names:  # a name the header holds twice: which column? (was: the last, without a word)
+            if columns.count(name) > 1:
+                numbers = ", ".join(str(i + 1) for i, c in enumerate(columns) if c == name)
+                raise InputError(path, f"{option} {name!r}: the header has {columns.count(name)} columns of that name "
+                                       f"(columns {numbers}): which to keep is not defined; rename one", line=header[0])
     check = _FieldCheck(path, names, option)
     with closing(_records(path, spec or InputFormat())) as records:
         for number, record in records:

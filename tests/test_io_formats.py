@@ -391,6 +391,13 @@ def test_per_side_input_options_read_each_side_its_own_way(corpus, plain_tsv, tm
     # The shared option is the default of both sides: the Parquet side has no column meta.text.
     refused(xm("mine", de, en, "-q", "-o", tmp_path / "c.tsv", "--text-field", "meta.text"),
             "en.parquet", "no column 'meta'")
+    # a CSV side's column named by the side's own option, as given (was: --text-column, --id-field)
+    (tmp_path / "de.csv").write_text("id,text\n1,Ein Satz.\n", encoding="utf-8")
+    for given, said in ((["--src-text-column", "body"], "--src-text-column 'body': no such column"),
+                        (["--src-text-field", "body"], "--src-text-column 'body': no such column"),
+                        (["--src-id-field", "ref"], "--src-id-field 'ref': no such column")):
+        refused(xm("mine", tmp_path / "de.csv", en, "--tgt-text-column", "sentence", *given, "-q",
+                   "-o", tmp_path / "d.tsv"), f"de.csv:1: {said}")
 
 
 def test_csv_input_reads_the_header_and_honours_quotes(corpus, tmp_path):

@@ -104,6 +104,15 @@ def options_given(spec: InputFormat | None) -> list[str]:
         (["--split-sentences"] if spec.split_sentences else [])
 
 
+def option_named(spec: InputFormat, option: str) -> str:
+    """`option` (a shared record option, "--text-column" or "--id-field") as errors name it: the
+    side's own (`--src-text-column`) where that one was given (was: the shared name, which the
+    user had not typed)."""
+    base = option.replace("-column", "-field")  # (--text-column is --text-field's other name)
+    own = next((name for name in sorted(spec.given or ()) if name != base and name.endswith(base[1:])), None)
+    return option if own is None else own.replace("-field", "-column") if option.endswith("-column") else own
+
+
 def is_dataset_dir(path: str | Path) -> bool:
     """True for a Hugging Face `save_to_disk` folder."""
     p = Path(path)

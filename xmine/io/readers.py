@@ -35,7 +35,8 @@ from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_li
 from xmine.io.delimited import column_index, delimited_rows, field_of, same_width
 from xmine.errors import ConfigError, InputError
 from xmine.artefacts.fileio import missing, sha256_file
-from xmine.io.reader_base import CorpusReader, InputFormat, format_by_path, options_given, record_id, text_of
+from xmine.io.reader_base import (CorpusReader, InputFormat, format_by_path, option_named, options_given, record_id,
+                                  text_of)
 from xmine.io.stdin import STDIN, origin_of
 from xmine.io.table_readers import DatasetReader, ParquetReader
 
@@ -174,9 +175,10 @@ class DelimitedReader(CorpusReader):
                 first = next(rows, None)
                 names = [n.strip() for n in first[1]] if first is not None else []
             at = None if first is None else first[0]
-            text = column_index(self.spec.text_field, names, self.path, option="--text-column", header_line=at)
-            rid = None if self.spec.id_field is None else column_index(self.spec.id_field, names, self.path,
-                                                                        option="--id-field", header_line=at)
+            text = column_index(self.spec.text_field, names, self.path, header_line=at,
+                                option=option_named(self.spec, "--text-column"))
+            rid = None if self.spec.id_field is None else column_index(
+                self.spec.id_field, names, self.path, option=option_named(self.spec, "--id-field"), header_line=at)
             for number, fields in same_width(rows, self.path, self.format, header=first):
                 yield (number, field_of(fields, text, self.path, number, what="text"),
                        None if rid is None else record_id(field_of(fields, rid, self.path, number, what="id"),
@@ -273,7 +275,7 @@ def reading_of(path: str | Path, spec: InputFormat | None = None) -> tuple:
             with closing(delimited_rows(path, fmt)) as rows:
                 first = next(rows, None)
             names = [n.strip() for n in first[1]] if first is not None else []
-        return fmt, header, column_index(spec.text_field, names, path, option="--text-column",
+        return fmt, header, column_index(spec.text_field, names, path, option=option_named(spec, "--text-column"),
                                          header_line=None if first is None else first[0])
     split = spec.split
     if fmt == "hf" and split is None and (path / "dataset_dict.json").is_file():

@@ -874,6 +874,10 @@ def test_an_inputs_record_count_is_its_records_not_its_last_line(tmp_path):
     tsv = open_corpus(tmp_path / "b.tsv", InputFormat(format="tsv", header=True))
     assert (csv.identity()["records"], csv.count) == (3, 5)
     assert (tsv.identity()["records"], tsv.count) == (2, 3)
+    # a blank line of JSON Lines is no record (was: counted as one; the same records as CSV gave 3)
+    (tmp_path / "c.jsonl").write_text('\n{"text": "Hallo"}\n\n{"text": "Tag"}\n{"text": "  "}\n\n', encoding="utf-8")
+    jsonl = open_corpus(tmp_path / "c.jsonl")
+    assert (jsonl.identity()["records"], jsonl.count) == (3, 6)
 
 
 def test_whitespace_around_a_sentence_is_not_part_of_it(corpus, tmp_path):

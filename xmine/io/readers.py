@@ -101,10 +101,17 @@ class JsonlReader(CorpusReader):
     a blank line, often the last, is common in JSON Lines files and holds nothing to lose)."""
 
     format = "jsonl"
+    _blank_lines = 0
+
+    def check(self) -> None:
+        super().check()
+        self.n_records -= self._blank_lines  # a blank line holds no record (was: counted as one)
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
+        self._blank_lines = 0
         for number, record in jsonl_records(self.path, blank=True):
             if record is BLANK:  # (a line `null` is a record, and refused as one: was taken for a blank line)
+                self._blank_lines += 1
                 yield number, "", None
                 continue
             text, rid = text_of(record, self.spec, self.path, "", number)

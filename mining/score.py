@@ -37,27 +37,26 @@ from typing import Callable
 
 import numpy as np
 
-from xmine.artefacts.directory import open_artefact, provenance
+from xmine.artefacts.directory import provenance
 from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.errors import InputError
 from xmine.langs import given_or_recorded
 from xmine.io.corpus import CorpusStats
 from xmine.io.reader_base import one_line
-from xmine.io.readers import open_corpus
 from xmine.exec.executor import LOCAL, Executor, executor_for
 from xmine.encoders import DEFAULT_ENCODER
 from xmine.encoders.input_encoders import Encoders
 from xmine.encoders.loader import check_encoder_loadable
 from xmine.encoders.precision import check_same_encoder
 from xmine.inputs import check_artefact_lang, check_compatible, load_side
-from xmine.store.reader import EmbeddingStore
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.bitext import Bitext
 from xmine.mining.mined_output import mined_in_another_space, mined_langs
 from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig, check_k_for_margin, check_score_cap
 from xmine.mining.filters import RULES as FILTER_RULES, LANGUAGE_RULES, PairFilterConfig, apply_pair_filters
-from xmine.mining.langid import DEFAULT_LID, accepts, check_installed, knows, language_counts
+from xmine.mining.langid import check_installed
 from xmine.mining.rescore import exact_dot
+from xmine.mining.score_corpora import check_corpora, check_corpus_languages
 from xmine.mining.score_output import (DROP_RULES, SCORE_KIND, PairScores, check_no_score_fields, resolve_score_format,
                                        write_scored)
 from xmine.mining.calibrate import check_calibration_record, check_calibration_space
@@ -152,39 +151,6 @@ def write_sides(bitext: Bitext, work: Path) -> StagedSides:
                                           f"{column}: a score?); name the sentences' columns with --src-field and "
                                           "--tgt-field")
     return StagedSides(src=paths[0], tgt=paths[1], numbers=np.frombuffer(numbers, dtype=np.int64), flattened=flattened)
-
-
-def check_corpora(paths) -> dict:
-    """Refuse a missing corpus, and open each that is an artefact (its reader validates it), before
-    the output is claimed: a wrong --src-corpus or --tgt-corpus leaves nothing behind. Returns the
-    stores and indexes opened, by path, for loading them without opening them again."""
-    opened = {}
-    for path in paths:
-        if path is None:
-            continue
-        kind = artefact_kind(path)  # (a missing file, an unfinished artefact: refused here)
-        if kind == "text" and Path(path).is_file() and Path(path).stat().st_size == 0:
-            # (was: refused after both sides of the bitext were embedded, their work left behind)
-            raise InputError(path, "file is empty: a corpus forms the pairs' neighbourhoods, it needs sentences")
-        if kind == "embedding-store":
-            opened[path] = EmbeddingStore.open(path)
-        elif kind == "index":
-            opened[path] = open_artefact(path, "index")
-    return opened
-
-
-def check_corpus_languages(corpora, langs, sample: int = 200) -> None:
-    """A text corpus whose first `sample` sentences are mostly the other side's language is refused (the
-    corpora swapped: every margin against the wrong language); a store's language: `check_artefact_lang`."""
-    if None in langs or accepts(*langs) or not all(knows(DEFAULT_LID, lang) for lang in langs):
-        return
-    for path, own, other, option in zip(corpora, langs, langs[::-1], ("--src-corpus", "--tgt-corpus")):
-        if path is not None and artefact_kind(path) == "text":
-            texts = [t for _, (_, t) in zip(range(sample), open_corpus(path, check=False).sentences())]
-            n_own, n_other = language_counts(texts, (own, other))
-            if n_other >= len(texts) / 2 and n_other > 4 * n_own:
-                raise InputError(path, f"{option} gives the {own} side's neighbours, but {n_other} of its "
-                                       f"first {len(texts)} sentences are {other}: are the corpora swapped?")
 
 
 def _rows_of_pairs(side, n: int) -> np.ndarray:

@@ -860,3 +860,22 @@ def test_a_bitext_changed_while_it_is_scored_writes_no_output(data_dir, tmp_path
     monkeypatch.undo()
     ok(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", out))
     ok(xm("verify", out))
+
+
+def test_a_corpus_index_of_pq_codes_is_refused_before_anything_is_written(tmp_path):
+    """(a helper: its decoded vectors were used, margins 0.001-0.002 off, OUT.json saying "exact")
+    build-index refuses such an index as its source, score as a corpus: give the store."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "c.txt").write_text("".join(f"Satz Nummer {i}.\n" for i in range(300)), encoding="utf-8")
+    np.save(tmp_path / "c.npy", rng.standard_normal((300, 16)).astype(np.float32))
+    ok(xm("embed", tmp_path / "c.txt", "--embeddings", tmp_path / "c.npy", "--encoder-name", "mine16", "--lang", "de",
+          "-q", "-o", tmp_path / "c.store"))
+    ok(xm("build-index", tmp_path / "c.store", "--index-type", "ivfpq", "--nlist", "2", "--pq-m", "4", "-q",
+          "-o", tmp_path / "c.index"))
+    (tmp_path / "b.tsv").write_text("Hallo Welt.\tHello world.\n", encoding="utf-8")
+    refused(xm("score", tmp_path / "b.tsv", "--src-corpus", tmp_path / "c.index", "-q", "-o", tmp_path / "s.tsv"),
+            "c.index: an index of PQ codes (IVF2,PQ4), which decode only approximately",
+            "give the embedding store or text it was built from")
+    assert not (tmp_path / "s.tsv").exists() and not (tmp_path / "s.tsv.json").exists()

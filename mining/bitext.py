@@ -112,7 +112,10 @@ def bitext_format(paths: tuple[Path, ...], spec: BitextFormat) -> str:
             return "stores"
         if kinds != ["text"] * 2:  # (was: "is a directory, expected a text file")
             said = ["text" if kind == "text" else f"an {kind.replace('-', ' ')}" for kind in kinds]
-            i = 0 if kinds[0] != "text" else 1
+            i = next((i for i, kind in enumerate(kinds) if kind not in ("text", "embedding-store")),
+                     0 if kinds[0] != "text" else 1)
+            if kinds[i] != "text" and kinds[1 - i] == kinds[i]:  # (was: "is an index, but the other side is an index")
+                raise InputError(paths[i], f"is {said[i]}, as is the other side: {_MOSES_SIDES}")
             raise InputError(paths[i], f"is {said[i]}, but the other side is {said[1 - i]}: {_MOSES_SIDES}")
         return "moses"
     if spec.format == "auto" and paths[0].name.lower().endswith((".tmx", ".tmx.gz")):  # (was: read as TSV columns)
@@ -401,6 +404,9 @@ def parse_pairs_argument(pairs: str | None, src: Path | None, tgt: Path | None) 
                           "SRC_FILE:TGT_FILE), or --src FILE --tgt FILE")
     if not Path(pairs).exists() and ":" in pairs:
         a, b = pairs.rsplit(":", 1)
+        if not a or not b:  # (was: the empty side read as ".", "is a directory, but no embedding store")
+            raise ConfigError(f"{pairs}: a Moses pair SRC_FILE:TGT_FILE names both files; its "
+                              f"{'source' if not a else 'target'} is empty")
         return (Path(a), Path(b))
     return (Path(pairs),)
 

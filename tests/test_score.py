@@ -879,3 +879,10 @@ def test_a_corpus_index_of_pq_codes_is_refused_before_anything_is_written(tmp_pa
             "c.index: an index of PQ codes (IVF2,PQ4), which decode only approximately",
             "give the embedding store or text it was built from")
     assert not (tmp_path / "s.tsv").exists() and not (tmp_path / "s.tsv.json").exists()
+    # a Moses pair of two indexes, or with a side not named (a helper: "is an index, but the other side is
+    # an index"; an empty side read as ".", "is a directory, but no embedding store")
+    refused(xm("score", "--src", tmp_path / "c.index", "--tgt", tmp_path / "c.index", "-o", tmp_path / "s.tsv"),
+            "c.index: is an index, as is the other side: a Moses bitext is two line-aligned text files")
+    for pair, empty in ((f"{tmp_path / 'c.txt'}:", "target"), (f":{tmp_path / 'c.txt'}", "source")):
+        refused(xm("score", pair, "-o", tmp_path / "s.tsv"), f"{pair}: a Moses pair SRC_FILE:TGT_FILE names both "
+                                                              f"files; its {empty} is empty")

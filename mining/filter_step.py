@@ -30,6 +30,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from xmine.errors import ConfigError
 from xmine.io.corpus import truncate_for_encoding
 from xmine.langs import normalize_lang
 from xmine.mining.filters import RULES as FILTER_RULES
@@ -262,13 +263,29 @@ def check_declared_languages(sides, *, encoders, warned: Iterable[str] = ()) -> 
         if texts:  # only what can be checked is encoded
             emb = np.asarray(encoders.encoder.encode(truncate_for_encoding(texts)), dtype=np.float32)
             labels, _, _ = projection.identify(emb, texts)
-        record = check_declared(labels, lang, table)
+        out[role] = check_declared(labels, lang, table)
+    check_not_swapped(out, {role: lang for role, _, _, lang in declared})
+    for role, side, _, lang in declared:
+        record = out[role]
         if record["status"] == "mismatch" and role not in warned:  # (was: two lines a side saying one thing)
             log.warning(f"warning: {role} {side.path}: declared --{role}-lang {lang!r}, but {record['share']:.0%} of "
                         f"{record['sample']} sampled lines look like {record['looks_like']!r} (mining goes on; "
                         "recorded in the summary)")
-        out[role] = record
     return out
+
+
+def check_not_swapped(records: dict[str, dict[str, Any]], declared: dict[str, str]) -> None:
+    """ConfigError where both sides' samples look like the other side's declared language (`records`:
+    `check_declared`'s, by role): the languages given the wrong way round, which every output would
+    label so (was: two warnings, and pairs written under each other's language; `score` refused it)."""
+    if len(records) < 2 or any(r["status"] != "mismatch" for r in records.values()):
+        return
+    src, tgt = records["src"], records["tgt"]
+    if normalize_lang(src["looks_like"]) == normalize_lang(declared["tgt"]) and \
+            normalize_lang(tgt["looks_like"]) == normalize_lang(declared["src"]):
+        raise ConfigError(f"--src-lang {declared['src']} and --tgt-lang {declared['tgt']} look swapped: "
+                          f"{src['share']:.0%} of the source's sampled lines look like {src['looks_like']!r} and "
+                          f"{tgt['share']:.0%} of the target's like {tgt['looks_like']!r}; give each side its language")
 
 
 def check_declared(labels, declared: str, table: dict[str, dict[str, Any]]) -> dict[str, Any]:

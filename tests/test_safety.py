@@ -1238,28 +1238,33 @@ def _new_files(before: dict, after: dict) -> set[str]:
 
 
 def test_a_mislabelled_side_is_warned_about_and_recorded(ws, me5, caplog):
-    # The default (shipped) projection identifies German and English: `--src-lang en --tgt-lang de`
-    # on German/English input is mined as asked, with one warning line a side and the summary saying so
-    # (was: two a side, the language filter's and the check's).
+    # The default (shipped) projection identifies German and English: `--src-lang fr` on German input
+    # is mined as asked, with one warning line and the summary saying so (was: two, the language
+    # filter's and the check's); both sides given each other's language (`--src-lang en --tgt-lang de`)
+    # are refused (was: mined, every output labelling German as English; `score` refused it).
+    refused(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", "en", "--tgt-lang", "de", "-q", "-o", ws / "s.tsv"),
+            "--src-lang en and --tgt-lang de look swapped: ", "of the source's sampled lines look like 'deu'",
+            "of the target's like 'eng'; give each side its language")
+    assert not (ws / "s.tsv").exists()
+    caplog.clear()
     before = tree(ws)
-    res = ok(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", "en", "--tgt-lang", "de", "-q", "-o", ws / "m.tsv"))
+    res = ok(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", "fr", "--tgt-lang", "en", "-q", "-o", ws / "m.tsv"))
     assert _new_files(before, tree(ws)) == {"m.tsv", "m.tsv.json"}
     assert "Traceback" not in res.output and "Usage:" not in res.output  # one line, not click's usage block
     # (the CLI prints log records to stderr as `xmine: ...`; under pytest they go to caplog)
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and (
         "likeliest language" in r.getMessage() or "another language" in r.getMessage())]
-    assert len(warned) == 2 and all("\n" not in w for w in warned), warned
+    assert len(warned) == 1 and "\n" not in warned[0], warned
     assert warned[0].startswith(f"src {ws / 'de.txt'}: 100% of its sentences fail the language filter for "
-                                "--src-lang en (another language, or not surely en); ") \
-        and "sampled lines is 'deu'" in warned[0], warned
-    assert "sampled lines is 'eng'" in warned[1] and "the automatic language filter leaves this side as it is" in warned[1]
+                                "--src-lang fr (another language, or not surely fr); ") \
+        and "sampled lines is 'deu'" in warned[0] and "the automatic language filter leaves this side as it is" \
+        in warned[0], warned
     check = json.loads((ws / "m.tsv.json").read_text())["language_check"]
-    assert check["src"]["status"] == check["tgt"]["status"] == "mismatch"
+    assert check["src"]["status"] == "mismatch" and check["tgt"]["status"] == "consistent"
     assert check["src"]["looks_like"] == "deu" and check["src"]["share"] > 0.8 and check["src"]["sample"] == N
-    assert check["tgt"]["looks_like"] == "eng" and check["tgt"]["share"] > 0.8
     # the automatic language filter would drop the whole side: it leaves it, and says so
     lf = json.loads((ws / "m.tsv.json").read_text())["lang_filter"]
-    assert lf["on"] and set(lf["skipped"]) == {"src", "tgt"} and min(lf["skipped"].values()) > 0.5
+    assert lf["on"] and set(lf["skipped"]) == {"src"} and lf["skipped"]["src"] > 0.5
     mined = (ws / "m.tsv").read_text()
     assert mined  # mined as asked
     # Correct codes in any form say nothing; a language the projection does not know is not checked,

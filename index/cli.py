@@ -255,7 +255,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
                     "index)")
         nprobe = ix.manifest.choice.nlist
     if k > len(ix):  # (was: said only as "50 nearest each" in the closing line)
-        log.warning(f"-k {k:,}: {len(ix):,} used (the index holds {len(ix):,} sentences)")
+        log.warning(f"-k {k:,}: {len(ix):,} used (the index holds {len(ix):,} sentence{'' if len(ix) == 1 else 's'})")
     encoders = Encoders(encoder, projection, inputs=[index_dir])
     if artefact_kind(queries, input_format) == "text":  # before any is encoded
         check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")

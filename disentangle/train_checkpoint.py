@@ -210,9 +210,10 @@ def _tensors(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
 
 def check_resumable(path: Path, signature: RunSignature, *, max_epochs: int) -> dict[str, Any] | None:
     """The header of the checkpoint at `path`, read alone (no tensor), when it is this run's to
-    resume (see `resume`), None when there is none: a ConfigError when it holds another run or this run trained beyond
-    `max_epochs`, an ArtefactError when it is not a checkpoint xmine wrote. `train` calls it before
-    it embeds its data (was: such a checkpoint was refused only after every sentence was embedded)."""
+    resume (see `resume`); None when there is none. A ConfigError when it holds another run or this
+    run trained beyond `max_epochs`, an ArtefactError when it is not a checkpoint xmine wrote.
+    `train` calls it before it embeds its data (was: such a checkpoint was refused only after every
+    sentence was embedded)."""
     if not path.is_file():
         return None
     meta = read_header(path)

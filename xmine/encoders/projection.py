@@ -304,5 +304,5 @@ def projection_defaults(projection_dir: str | Path) -> SpaceDefaults | None:
 __all__ = ["CONFIG", "DEFAULT", "NONE", "PROJECTION_FILES", "PROJECTION_FORMAT", "PROJECTION_KIND", "ProjectionChoice",
            "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "choose_projection", "open_projection",
            "projection_defaults", "projection_files", "read_projection_json", "read_shipped_json",
-           "resolve_projection", "shipped_dir", "shipped_encoder", "shipped_info", "unseen_languages", "unseen_languages_note",
-           "warn_of_unseen_languages"]
+           "resolve_projection", "shipped_dir", "shipped_encoder", "shipped_info", "unseen_languages",
+           "unseen_languages_note", "warn_of_unseen_languages"]

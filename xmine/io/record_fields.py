@@ -65,11 +65,11 @@ def check_fields_readable(path: str | Path, spec: InputFormat | None, names: Seq
     if artefact_kind(path, spec) != "text":
         raise ConfigError(f"{option}: {path} is an xmine artefact; the fields are read from a corpus: give the "
                           "JSON Lines, Parquet, CSV or dataset input itself")
-    if detect_format(path, spec) not in FIELD_FORMATS:  # (the advice: a .tsv name alone is read as text)
+    fmt = detect_format(path, spec)
+    if fmt not in FIELD_FORMATS:  # (the advice: a .tsv name alone is read as text)
         raise ConfigError(f"{option}: {path} is read as plain text, whose lines have no fields; a file of records "
                           "is named .jsonl, .csv or .parquet, or given as such with --input-format (or "
                           "--src-input-format/--tgt-input-format), e.g. tsv")
-    fmt = detect_format(path, spec)
     if fmt in ("csv", "tsv") and open_corpus(path, spec or InputFormat(), check=False).has_header():
         with closing(delimited_rows(path, fmt)) as rows:
             header = next(rows, None)

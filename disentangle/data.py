@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from xmine.artefacts.fileio import missing
-from xmine.errors import ConfigError, InputError
+from xmine.errors import ConfigError, InputError, check_list_of_names
 from xmine.langs import (NOT_LANGUAGE_SUFFIXES, NOT_TEXT_SUFFIXES, is_known_lang, lang_script, normalize_lang,
                          usual_script)
 from xmine.disentangle.massive import PIVOT, available_locales, find_folder, train_rows
@@ -227,6 +227,10 @@ def _massive_pairs(folder: Path) -> list[PairFiles]:
 
 def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) -> list[PairFiles]:
     """Every parallel file pair named by `specs` (directories or SRC:TGT), filtered by `langs`."""
+    check_list_of_names(specs, "pair specs", paths=True)
+    check_list_of_names(langs, "langs")
+    if specs is None:
+        raise ConfigError("pair specs must be a list of directories of parallel files or SRC:TGT (got None)")
     wanted = {normalize_lang(l) for l in langs} if langs else None
     scripts = {normalize_lang(l): lang_script(l) for l in langs or () if lang_script(l)}  # (was: zho_Hant read as zho)
     found: list[PairFiles] = []

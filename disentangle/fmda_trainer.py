@@ -48,8 +48,9 @@ from xmine.artefacts.directory import provenance
 from xmine.disentangle.fmda_data import PIVOT, prepare
 from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
-from xmine.disentangle.train_loop import batches, check_loop_settings, mean_terms, run_epochs, step, training_output
-from xmine.errors import ConfigError
+from xmine.disentangle.train_loop import (batches, check_loop_settings, checked_run, mean_terms, run_epochs, step,
+                                         training_output)
+from xmine.errors import ConfigError, check_list_of_names
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class FmdaConfig:
     seed: int = 0
 
     def check(self) -> None:
+        check_list_of_names(self.partners, "partners")
         if not self.partners:
             raise ConfigError("FMDA needs at least one locale to pair with en-US (--langs de-DE)")
         if any(str(p).lower() in (PIVOT.lower(), "en") for p in self.partners):  # (was: en-US paired with itself)
@@ -117,7 +119,7 @@ def train_fmda(massive_dir: str | Path, out_dir: str | Path, *, encoder, config:
     `out_dir` is claimed as `trainer.train` claims it (`xmine.artefacts.outputs.claim_output`): new, empty,
     an unfinished run (resumed) or, with `overwrite`, a finished projection (replaced).
     """
-    config.check()
+    encoder = checked_run(config, FmdaConfig, encoder)
     inputs = [Path(massive_dir) / f"{loc}.jsonl" for loc in ["en-US", *config.partners]]
     with training_output(out_dir, inputs=inputs, threads=threads, overwrite=overwrite):
         return _train_fmda(massive_dir, out_dir, encoder=encoder, config=config, restart=restart,

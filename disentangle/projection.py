@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -338,6 +339,8 @@ def load_projection(path: str | Path) -> Projection:
 
     from xmine.disentangle.model import FMDA, Disentangler
 
+    if not isinstance(path, (str, os.PathLike)) or not str(path):  # (was: a TypeError from os.fspath)
+        raise ConfigError(f"a projection is named by its directory (got {path!r})")
     path = Path(path)
     content = projection_files(path)  # every file's sha256, as the manifest records them
     content.check_all()

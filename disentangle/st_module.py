@@ -31,7 +31,7 @@ from xmine.disentangle.model import FMDA, FMDA_PARTS, Disentangler
 from xmine.disentangle.projection import load_projection
 from xmine.disentangle.st_export import base_model, save_export
 from xmine.encoders.transformer import library_quiet
-from xmine.errors import EncoderError
+from xmine.errors import ConfigError, EncoderError
 from xmine.artefacts.outputs import claim_output
 
 
@@ -47,8 +47,8 @@ class _SavedProjectionModule(Module):
     def __init__(self, spec: dict[str, Any], *, part: str = "meaning", method: str = "", projection_id: str = "",
                  encoder: dict[str, Any] | None = None):
         super().__init__()
-        if part not in self._parts:
-            raise ValueError(f"part must be one of {self._parts}, not {part!r}")
+        if part not in self._parts:  # (was: a ValueError, after the encoder was built)
+            raise ConfigError(f"part must be one of {', '.join(self._parts)}, not {part!r}")
         self.part, self.spec, self.method = part, spec, method or self._default_method
         self.projection_id, self.encoder = projection_id, encoder or {}
 
@@ -161,8 +161,8 @@ def export_sentence_transformer(projection_dir: str | Path, encoder_name: str, o
 
     with claim_output(out_dir, kind=EXPORT_KIND, form="dir", inputs=[projection_dir], overwrite=overwrite):
         projection = load_projection(projection_dir)
-        st, prompts, default = base_model(projection, encoder_name)
         head = (FMDAProjection if projection.token_level else MeaningProjection).from_projection(projection, part=part)
+        st, prompts, default = base_model(projection, encoder_name)
         with library_quiet():
             model = SentenceTransformer(modules=[*st, head], device="cpu", prompts=prompts, default_prompt_name=default)
         card = FMDA_MODEL_CARD.format(part=part, projection_id=projection.fingerprint()["id"],

@@ -15,14 +15,17 @@ import numpy as np
 
 from xmine.artefacts.outputs import claim_output
 from xmine.disentangle.projection import check_not_shipped
-from xmine.errors import ConfigError
+from xmine.encoders import load_encoder
+from xmine.errors import ConfigError, check_field_types
 
 logger = logging.getLogger(__name__)
 
 
 def check_loop_settings(config) -> None:
     """ConfigError unless the settings every trainer has (layers, batch_size, lr, max_epochs,
-    patience) are in range."""
+    patience, seed) are of their kinds and in range (was, from Python: `lr="1"` a TypeError,
+    `batch_size=2.5` one after every sentence was embedded)."""
+    check_field_types(config, integers=("layers", "batch_size", "max_epochs", "patience", "seed"), reals=("lr",))
     for name in ("layers", "batch_size", "max_epochs", "patience"):
         if getattr(config, name) < 1:
             raise ConfigError(f"{name} must be >= 1, got {getattr(config, name)}")
@@ -30,6 +33,18 @@ def check_loop_settings(config) -> None:
         raise ConfigError("batch size must be >= 2 (negatives are drawn inside the batch)")
     if config.lr <= 0:
         raise ConfigError(f"learning rate must be > 0, got {config.lr}")
+
+
+def checked_run(config, config_class: type, encoder):
+    """The encoder of a run (a name, as --encoder takes, loaded) once `config` is checked to be a
+    `config_class` in range (was, from Python: `config=None` or `encoder="me5-small"` an
+    AttributeError, the second after the pairs were sampled)."""
+    if not isinstance(config, config_class):
+        raise ConfigError(f"config must be a {config_class.__name__} (got {config!r})")
+    config.check()
+    if isinstance(encoder, str):
+        encoder = load_encoder(encoder)
+    return encoder
 
 
 def batches(groups, batch_size: int, gen, *, shuffle: bool) -> list[tuple[Any, np.ndarray]]:

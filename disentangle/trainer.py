@@ -31,9 +31,10 @@ from xmine.disentangle.sample import VALID_SPLITS, check_alignment, sample_pairs
 from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import (WORK, check_resumable, checkpoint_in, fresh_state, resume,
                                                run_signature, save)
-from xmine.disentangle.train_loop import batches, check_loop_settings, mean_terms, run_epochs, step, training_output
+from xmine.disentangle.train_loop import (batches, check_loop_settings, checked_run, mean_terms, run_epochs, step,
+                                         training_output)
 from xmine.encoders.embed_cache import cached_encode
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, check_field_types, check_list_of_names
 
 
 @dataclass(kw_only=True)
@@ -72,6 +73,8 @@ class TrainConfig:
 
         get_method(self.method, base=self.base)
         check_loop_settings(self)
+        check_field_types(self, reals=("valid_fraction",), integers=("max_pairs_per_lang",))
+        check_list_of_names(self.langs, "langs")
         if self.max_pairs_per_lang is not None and self.max_pairs_per_lang < 4:
             raise ConfigError("max pairs per language must be >= 4")
         if self.valid_split not in VALID_SPLITS:
@@ -159,7 +162,8 @@ def train(
     threads: int | None = 1,
     overwrite: bool = False,
 ):
-    """Train a projection on the parallel files `pair_specs`; write it to `out_dir`; return it loaded.
+    """Train a projection on the parallel files `pair_specs` (a list: directories or SRC:TGT, as
+    --pairs takes them) with `encoder` (loaded, or its name); write it to `out_dir`; return it loaded.
 
     `threads`: torch CPU threads while training (None: torch's default), restored afterwards. The
     networks are small (d x d); one thread is nearly as fast as several and does not fight other
@@ -171,7 +175,7 @@ def train(
     stopped by max_epochs continues with a higher limit; `restart` trains from scratch); never an
     input or another artefact, and never written by two runs at once.
     """
-    config.check()
+    encoder = checked_run(config, TrainConfig, encoder)
     files = discover_pairs(pair_specs, langs=config.langs)
     inputs = [spec for spec in pair_specs if Path(spec).exists()] + [p for f in files for p in (f.src, f.tgt)]
     with training_output(out_dir, inputs=inputs, threads=threads, overwrite=overwrite):

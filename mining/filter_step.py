@@ -239,10 +239,12 @@ def _sample_texts(side, ids: np.ndarray) -> list[str]:
     return [side.text[int(ids[i])] for i in picks]
 
 
-def check_declared_languages(sides, *, encoders, warned: Iterable[str] = ()) -> dict[str, Any]:
+def check_declared_languages(sides, *, encoders, warned: Iterable[str] = (),
+                             shown: dict[str, str] | None = None) -> dict[str, Any]:
     """{role: record} for each (role, side, mined row ids, declared language) whose language was
     declared; warns (one line) for each side whose sample looks like another language, except the
-    roles `warned` (the language filter left them as they are: `note_side_left` says both).
+    roles `warned` (the language filter left them as they are: `note_side_left` says both). `shown`:
+    each role's side as the user knows it (default: the role and the side's path).
 
     A record is `check_declared`'s ("consistent", "mismatch" or "not-checked").
     """
@@ -268,7 +270,8 @@ def check_declared_languages(sides, *, encoders, warned: Iterable[str] = ()) -> 
     for role, side, _, lang in declared:
         record = out[role]
         if record["status"] == "mismatch" and role not in warned:  # (was: two lines a side saying one thing)
-            log.warning(f"warning: {role} {side.path}: declared --{role}-lang {lang!r}, but {record['share']:.0%} of "
+            log.warning(f"warning: {(shown or {}).get(role, f'{role} {side.path}')}: declared --{role}-lang {lang!r}, "
+                        f"but {record['share']:.0%} of "
                         f"{record['sample']} sampled lines look like {record['looks_like']!r} (mining goes on; "
                         "recorded in the summary)")
     return out

@@ -266,12 +266,13 @@ def _mine(config: MineConfig, *, show_progress: bool,
                                         if m.lang_filter_skipped is not None}
             # Before the search, so a warning about a mislabelled side comes while it can still be stopped.
             skipped = {role: m for role, m in (("src", mx), ("tgt", my)) if m.lang_filter_skipped is not None}
+            # (a list given to xmine.mine: named as the list, not its temporary file; was "tgt tgt (the list given)")
+            shown = {role: reported_as[role](CorpusStats(path=side.path)).path if role in reported_as else
+                     f"{role} {side.path}" for role, side in (("src", sx), ("tgt", sy))}
             language_check = check_declared_languages([("src", sx, mx.ids, src_lang), ("tgt", sy, my.ids, tgt_lang)],
-                                                      encoders=encoders, warned=skipped)
-            for role, m in skipped.items():  # (a list given to xmine.mine: named as the list, not its temporary file)
-                shown = reported_as[role](CorpusStats(path=m.side.path)).path if role in reported_as else \
-                    f"{role} {m.side.path}"
-                note_side_left(role, shown, m.lang_filter_skipped, lf[0 if role == "src" else 1][0],
+                                                      encoders=encoders, warned=skipped, shown=shown)
+            for role, m in skipped.items():
+                note_side_left(role, shown[role], m.lang_filter_skipped, lf[0 if role == "src" else 1][0],
                                language_check.get(role))
             untrained = untrained_languages(sx.encoder.name, [lang for lang in langs if lang != UNDETERMINED])
             # (use-m3, FLORES devtest nl-sv: 12% of the translations found; fr-es and it-pt: 88-91%)

@@ -589,3 +589,54 @@ def test_reading_configs_check_their_fields_and_take_a_column_number(tmp_path):
     assert python_terms("choose one with --text-field or --text-column") == (
         "choose one with InputFormat(text_field=) or InputFormat(text_field=)")
     assert python_terms("give --src-field / --tgt-field") == "give BitextFormat(src_field=) / BitextFormat(tgt_field=)"
+
+
+def test_the_training_and_encoder_apis_refuse_wrong_arguments_with_one_typed_error(tmp_path, monkeypatch, caplog):
+    """(a helper: from Python, `discover_pairs("./pairs")` walked "." and "/" as the folders of its
+    characters, `langs="deu,eng"` read as the languages ",", "d", ...; `lr="1"`, `config=None`,
+    `encoder="me5-small"` were tracebacks, `batch_size=2.5` one after every sentence was embedded;
+    `encode("Hallo Welt")` embedded each character; an export's wrong `part` failed after its encoder
+    was built; `load_projection(None)` a TypeError)"""
+    from xmine.disentangle import TrainConfig, discover_pairs, export_sentence_transformer, load_projection, train
+    from xmine.encoders import load_encoder
+    from xmine.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    for call, said in (
+            (lambda: discover_pairs("./pairs"), "pair specs must be a list, not the single str './pairs': pass ['./pairs']"),
+            (lambda: discover_pairs(tmp_path), "pass ["),
+            (lambda: discover_pairs(None), "pair specs must be a list of directories"),
+            (lambda: discover_pairs([str(tmp_path)], langs="deu"), "langs must be a list"),
+            (lambda: TrainConfig(langs="deu,eng").check(), "langs must be a list, not the single str 'deu,eng': pass "
+                                                           "['deu', 'eng']"),
+            (lambda: TrainConfig(lr="1").check(), "lr must be a number (got '1')"),
+            (lambda: TrainConfig(batch_size=2.5).check(), "batch_size must be an integer (got 2.5)"),
+            (lambda: train(["a:b"], tmp_path / "p", encoder="use-m3", config=None), "config must be a TrainConfig"),
+            (lambda: load_encoder("use-m3").encode("Hallo Welt"), "sentences must be a list of strings, not one str"),
+            (lambda: load_encoder("use-m3").encode(["Hallo", None]), "sentences must be strings: item 1 is None"),
+            (lambda: export_sentence_transformer(REPO / "xmine" / "projections" / "me5-small", "me5-small",
+                                                 tmp_path / "st", part="foo"), "part must be one of meaning, language"),
+            (lambda: load_projection(None), "a projection is named by its directory (got None)")):
+        with pytest.raises(ConfigError) as e:
+            call()
+        assert said in str(e.value), str(e.value)
+    assert not (tmp_path / "st").exists() and not (tmp_path / "p").exists()
+    # an encoder given by its name, as --encoder takes it, is loaded
+    demo = [line.split("\t") for line in (REPO / "demo" / "gold.tsv").read_text().splitlines()[1:]]
+    de, en = ((REPO / "demo" / f"{lang}.txt").read_text(encoding="utf-8").splitlines() for lang in ("de", "en"))
+    (tmp_path / "p.de").write_text("".join(de[int(a) - 1] + "\n" for a, _ in demo), encoding="utf-8")
+    (tmp_path / "p.en").write_text("".join(en[int(b) - 1] + "\n" for _, b in demo), encoding="utf-8")
+    trained = train([f"{tmp_path / 'p.de'}:{tmp_path / 'p.en'}"], tmp_path / "p", encoder="use-m3",
+                    config=TrainConfig(method="center"), show_progress=False)
+    assert trained.config["encoder"]["name"] == "use-m3"
+
+
+def test_a_list_sides_warning_names_it_once(caplog):
+    """(a helper: "warning: tgt tgt (the list given): declared tgt_lang='deu', ...")"""
+    import xmine
+
+    with caplog.at_level("WARNING", logger="xmine"):
+        xmine.mine(["Der Hund schläft.", "Ich trinke Kaffee."], ["The dog sleeps.", "I drink tea."], src_lang="de",
+                   tgt_lang="deu", threshold=None)
+    said = [r.getMessage() for r in caplog.records if "declared tgt_lang" in r.getMessage()]
+    assert said and said[0].startswith("warning: tgt (the list given): declared tgt_lang='deu'"), said

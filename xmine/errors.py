@@ -135,6 +135,19 @@ def check_field_types(config, *, integers: tuple[str, ...] = (), reals: tuple[st
                               f"{cls.__name__}(enabled=False) switches it off)")
 
 
+def check_list_of_names(value, name: str, *, paths: bool = False) -> None:
+    """ConfigError unless `value` is None or a list or tuple of strings (`paths`: or paths): one
+    string alone would be read as its characters (was, from Python: `langs="deu,eng"` the languages
+    ",", "d", "e", ...; a directory "/data/x" the folders "/" and "d", "/" scanned whole)."""
+    kinds = (str, os.PathLike) if paths else (str,)
+    if isinstance(value, (*kinds, bytes)):
+        items = [str(value)] if paths else [v.strip() for v in str(value).split(",")]
+        raise ConfigError(f"{name} must be a list, not the single {type(value).__name__} {str(value)!r}: pass "
+                          f"[{', '.join(repr(v) for v in items)}]")
+    if value is not None and (not isinstance(value, (list, tuple)) or not all(isinstance(v, kinds) for v in value)):
+        raise ConfigError(f"{name} must be a list of {'paths' if paths else 'strings'} (got {value!r})")
+
+
 class OutputError(XmineError):
     """An output the command must not write: it is an input, it holds someone else's data, it
     exists and --overwrite was not given, or another process is writing it (xmine.artefacts.outputs)."""

@@ -104,6 +104,19 @@ class Encoder(abc.ABC):
         return np.asarray([i for i, x in zip(long, ids) if len(x) > limit], dtype=np.int64)
 
 
+def sentence_list(sentences) -> list[str]:
+    """`sentences` as a list, or a ConfigError: one string alone (was: embedded as one sentence per
+    character) or an item that is not a string (was: a TypeError inside the tokenizer)."""
+    if isinstance(sentences, (str, bytes)):
+        raise ConfigError(f"sentences must be a list of strings, not one {type(sentences).__name__} "
+                          f"({str(sentences)[:40]!r}): pass [text]")
+    sentences = list(sentences)
+    bad = next((i for i, s in enumerate(sentences) if not isinstance(s, str)), None)
+    if bad is not None:
+        raise ConfigError(f"sentences must be strings: item {bad} is {sentences[bad]!r}")
+    return sentences
+
+
 def check_finite_output(vectors: np.ndarray, encoder: Encoder, where) -> None:
     """EncoderError when a row the encoder returned is not finite (NaN or inf): damaged weights, or
     a model that overflows at its precision. `where(i)` says which input row i is (a line of a file).

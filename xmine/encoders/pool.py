@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.encoders.base import Encoder
+from xmine.encoders.base import Encoder, sentence_list
 from xmine.encoders.loader import load_encoder
 from xmine.exec.executor import Executor, Recipe
 
@@ -84,7 +84,7 @@ class PoolEncoder(Encoder):
         return self._local.fingerprint()
 
     def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-        sentences = list(sentences)
+        sentences = sentence_list(sentences)
         if not sentences:
             return np.zeros((0, self.dim), dtype=np.float32)
         parts = max(1, min(self.workers, len(sentences) // MIN_SLICE))

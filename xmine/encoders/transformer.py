@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.encoders.base import Encoder
+from xmine.encoders.base import Encoder, sentence_list
 from xmine.encoders.batching import BatchingConfig, default_batching, token_batches
 from xmine.encoders.model_folder import (check_vocabulary, folder_problem, tokenizer_missing, unloaded_weights,
                                          unused_by_pooling)
@@ -155,7 +155,7 @@ class TokenBatchedEncoder(Encoder):
         """(n, dim) float32, L2-normalised rows in input order; `batch_size` caps rows per pass."""
         from tqdm.auto import tqdm
 
-        sentences = list(sentences)
+        sentences = sentence_list(sentences)
         out = np.empty((len(sentences), self.dim), dtype=np.float32)
         window = self.batching.sort_window
         with tqdm(total=len(sentences), desc=f"encoding ({self.name})", unit="sent",

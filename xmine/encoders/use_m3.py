@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.encoders.base import Encoder
+from xmine.encoders.base import Encoder, sentence_list
 from xmine.encoders.precision import with_precision
 from xmine.errors import EncoderError
 
@@ -62,7 +62,7 @@ class UseM3Encoder(Encoder):
         """(n, 512) float32 L2-normalised; `batch_size` is ignored (the backend batches by tokens)."""
         from tqdm.auto import tqdm
 
-        sentences = list(sentences)
+        sentences = sentence_list(sentences)
         out = np.empty((len(sentences), self.dim), dtype=np.float32)
         with tqdm(total=len(sentences), desc="encoding (use-m3)", unit="sent", disable=not show_progress,
                   dynamic_ncols=True) as bar:

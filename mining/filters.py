@@ -25,10 +25,9 @@ either may be None), on by default and switched off by name (`PairFilterConfig.d
 - `language`: either side identified (`mining.langid`, backend `lid`) as another language than
   its own (close languages merged as `langid.accepts` says).
 
-`apply_pair_filters` runs them in that order (cheapest first; a pair is charged to the first
-rule that drops it) over pairs in chunks, so memory is bounded by the chunk. Defaults were
-chosen on `xmine bench mining --noisy` (benchmarks/RESULTS.md), on some languages and checked on
-the others.
+`apply_pair_filters` runs them in that order (cheapest first; a pair is charged to the first rule
+that drops it) over pairs in chunks, so memory is bounded by the chunk. Defaults were chosen on
+`xmine bench mining --noisy` (benchmarks/RESULTS.md), on some languages and checked on the others.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ import numpy as np
 
 from xmine.errors import ConfigError, check_field_types
 from xmine.langs import normalize_lang
-from xmine.mining.langid import identify, is_other_language, knows, min_confidence_for, thresholds_record
+from xmine.mining.langid import LID_BACKENDS, identify, is_other_language, knows, min_confidence_for, thresholds_record
 from xmine.mining.scripts import expected_scripts, script_share, text_length
 
 #: Rule names in the order they run; a dropped pair's reason is the first that fired.
@@ -87,6 +86,8 @@ class PairFilterConfig:
     def __post_init__(self):
         check_field_types(self, booleans=("enabled",), strings=("lid",),
                           reals=("score_max", "max_length_ratio", "min_script_share", "lid_min_confidence"))
+        if self.lid not in LID_BACKENDS:  # (was: refused only where languages were given to judge by)
+            raise ConfigError(f"lid must be one of {', '.join(LID_BACKENDS)}, not {self.lid!r}")
         if self.score_max is not None and not math.isfinite(self.score_max):
             raise ConfigError(f"score_max must be a finite number (got {self.score_max})")
         if isinstance(self.disabled, str):  # (was: "numbers" read as the rules n, u, m, b, e, r, s)

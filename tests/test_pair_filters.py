@@ -136,6 +136,9 @@ def test_config_errors():
         F.PairFilterConfig(disabled=frozenset({"nope"}))
     with pytest.raises(ConfigError):
         F.PairFilterConfig(max_length_ratio=0.5)
+    # (a helper: accepted where no languages were given, so `xmine.score` ran without a word)
+    with pytest.raises(ConfigError, match="lid must be one of fasttext, langid, lingua, not 'foo'"):
+        F.PairFilterConfig(lid="foo")
     with pytest.raises(TypeError):
         F.PairFilterConfig(True)  # keyword-only
 

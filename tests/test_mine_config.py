@@ -275,3 +275,13 @@ def test_a_language_the_encoder_was_not_trained_on_is_said(data_dir, tmp_path, c
     ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder",
           "use-m3", "-q", "-o", tmp_path / "b.tsv"))
     assert "encoder_languages" not in json.loads((tmp_path / "b.tsv.json").read_text(encoding="utf-8"))
+
+
+def test_a_decimal_is_a_number_where_a_config_takes_one():
+    """(a helper: `threshold=Decimal("1.02")` was refused as "must be a number", a Fraction taken)"""
+    import decimal
+
+    assert SelectionConfig(threshold=decimal.Decimal("1.02")).threshold == 1.02
+    assert type(SelectionConfig(threshold=decimal.Decimal("1.02")).threshold) is float  # (JSON records take it)
+    with pytest.raises(ConfigError, match="threshold must be a"):
+        SelectionConfig(threshold=decimal.Decimal("NaN"))

@@ -7,6 +7,7 @@ and exits with status 2. Messages name the file, the line and the problem.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import numbers
 import os
 import re
@@ -124,6 +125,9 @@ def check_field_types(config, *, integers: tuple[str, ...] = (), reals: tuple[st
             value = getattr(config, name)
             if value is None and name in defaults and defaults[name] is None:
                 continue
+            if types is numbers.Real and isinstance(value, decimal.Decimal) and value.is_finite():
+                value = float(value)  # (a number Python's numbers.Real leaves out: was refused as no number)
+                object.__setattr__(config, name, value)
             numeric = types in (numbers.Integral, numbers.Real)
             if not isinstance(value, types) or (numeric and isinstance(value, bool)):
                 raise ConfigError(f"{name} must be {kind} (got {value!r})")

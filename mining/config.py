@@ -14,12 +14,12 @@ takes them as they are (mining/api.py), and `xmine.mining.pipeline.mine` runs a 
 `xmine score` uses the encoding, search and selection configs. A bad value or combination is a
 `ConfigError` of one line; `OptionConflict` marks two settings that exclude each other, which
 the command line reports as a usage error, as click reports its own. The values the search and
-selection code take are checked by their own configs (`MiningConfig`, `ApproximateConfig`),
-which these build when they are made.
+selection code take are checked by their own configs (`MiningConfig`, `ApproximateConfig`), built here.
 """
 
 from __future__ import annotations
 
+import decimal
 import numbers
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -217,7 +217,7 @@ class SelectionConfig:
     def __post_init__(self):
         check_field_types(self, paths=("calibration",))
         t = self.threshold
-        if isinstance(t, numbers.Real) and not isinstance(t, (bool, int, float)):  # a numpy number: Python's
+        if isinstance(t, (numbers.Real, decimal.Decimal)) and not isinstance(t, (bool, int, float)):  # numpy, Decimal
             object.__setattr__(self, "threshold", t := float(t))
         if t != "default" and t is not None and isinstance(t, (str, bool)):
             raise ConfigError(f"threshold must be a finite number, 'default' or None (got {t!r})")

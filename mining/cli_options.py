@@ -288,7 +288,9 @@ search_options = _options(
                       "above it again, in 2 x nprobe lists with their stored vectors, so that fewer neighbours "
                       "the index missed lift margins (without it, approximate mining keeps more pairs exact "
                       "mining drops; benchmarks/RESULTS.md). Neighbours outside those lists stay missed, most "
-                      "where the vectors have no cluster structure. Costs a search of those sentences only."),
+                      "where the vectors have no cluster structure. Costs a search of those sentences only. A "
+                      "threshold estimated from the run (a space without a calibrated one) is known only after "
+                      "the search: nothing is refined then (said, and in OUT.json)."),
     click.option("--block-rows", type=click.IntRange(min=1), default=None,
                  help=f"Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes; "
                       f"default {DEFAULT_BLOCK_ROWS}, {CUDA_BLOCK_ROWS} with the cuda product). In one process, 128 blocks "

@@ -308,6 +308,10 @@ def _mine(config: MineConfig, *, show_progress: bool,
                 row = int(mineable.ids[e.row])
                 raise InputError(side.path, NonFiniteRowError.of_store_row(row, int(side.line_numbers[row]))) from None
             length_ratio_dropped = mined.length_ratio_dropped  # (the pairs made below do not carry it)
+            if search == "approximate" and rule is not None and approximate_config.refine:  # (was: unsaid)
+                approximate_used["refined"] = ("no: the threshold is estimated from the run's candidates after the "
+                                               "search, so none chose what to refine; give --threshold to refine")
+                log.warning(f"--approximate: {approximate_used['refined']}")
             if rule is not None:
                 mined = apply_run_threshold(mined, threshold_record)
                 mining = mining.replace(threshold=threshold_record["value"])  # what the provenance records

@@ -270,3 +270,28 @@ def test_pq_codes_the_dimension_leaves_coarse_are_said(caplog):
     assert len(warned(lambda: choose_index(20_000, 383, kind="opq", pq_m=16))) == 1
     assert warned(lambda: choose_index(20_000, 383, kind="flat")) == []
     assert warned(lambda: choose_index(20_000, 384, kind="opq", pq_m=16)) == []
+
+
+def test_an_estimated_threshold_refines_nothing_and_says_so(tmp_path, caplog):
+    """(a helper: with a threshold estimated from the run, a space with no calibrated one, nothing was
+    refined while OUT.json recorded refine: true) Said, and recorded as `approximate_index.refined`;
+    a threshold given refines, as before."""
+    import json
+
+    from tests.clitools import ok, xm
+
+    x, y = _clustered(800, dim=16, pairs=200, seed=3)
+    for side, name in ((x, "de"), (y, "en")):
+        (tmp_path / f"{name}.txt").write_text("".join(f"{name} Satz {i}\n" for i in range(len(side))), encoding="utf-8")
+        np.save(tmp_path / f"{name}.npy", side)
+        ok(xm("embed", tmp_path / f"{name}.txt", "--embeddings", tmp_path / f"{name}.npy", "--encoder-name", "test16",
+              "--lang", name, "-q", "-o", tmp_path / f"{name}.store"))
+    args = ("mine", tmp_path / "de.store", tmp_path / "en.store", "--approximate", "--index-type", "ivf", "--nlist", 8,
+            "--no-lang-filter", "--no-filters", "-q")
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm(*args, "-o", tmp_path / "est.tsv"))
+    refined = json.loads((tmp_path / "est.tsv.json").read_text())["approximate_index"].get("refined", "")
+    assert refined.startswith("no: the threshold is estimated from the run's candidates after the search"), refined
+    assert any(refined in r.getMessage() for r in caplog.records)
+    ok(xm(*args, "--threshold", "1.05", "-o", tmp_path / "given.tsv"))
+    assert "refined" not in json.loads((tmp_path / "given.tsv.json").read_text())["approximate_index"]

@@ -95,7 +95,7 @@ def markdown_table(columns: list[str], rows: list[list[Any]], *, per_cell: bool 
 
 def _quick(name: str, res: dict[str, Any]) -> bool:
     """A --quick smoke run: by its parameters (or, for results that record none, its name)."""
-    return (res.get("provenance", {}).get("parameters") or {}).get("quick") is True or "-quick" in name
+    return ((res.get("provenance") or {}).get("parameters") or {}).get("quick") is True or "-quick" in name
 
 
 def _machine_of(res: dict[str, Any]) -> dict[str, Any]:
@@ -119,8 +119,8 @@ def _machine_text(m: dict[str, Any]) -> str:
 
 def _describe(res: dict[str, Any], name: str) -> list[str]:
     """Two lines saying what made a result: encoder, projections, data, commit, date, parameters."""
-    prov = res.get("provenance", {})
-    enc = res.get("encoder", {})
+    prov = res.get("provenance") or {}
+    enc = res.get("encoder") or {}
     projs = res.get("projections") or {}
     # the precision and runtime measured (was: only the file's name hinted at them, where given)
     head = f"*{name}*" + (f": encoder `{enc.get('name', '?')}` (dim {enc.get('dim', '?')}, {run_at(enc)})"
@@ -140,7 +140,7 @@ def _describe(res: dict[str, Any], name: str) -> list[str]:
     # each result on the machine it records (was: all under the report's own machine)
     head += f"; on {_machine_text(m)}" if (m := _machine_of(res)) else "; machine not recorded"
     params = []
-    for k, v in prov.get("parameters", {}).items():
+    for k, v in (prov.get("parameters") or {}).items():
         if k == "task":
             continue
         if isinstance(v, list) and len(v) > 12:
@@ -187,9 +187,28 @@ def _read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     except DamagedManifestError:
         return None, ("edited or damaged since xmine wrote it (its content no longer matches the checksum it was "
                       "written with); none of its numbers can be trusted")
-    if (why := result_table_problem(res)) is not None:
+    if (why := result_table_problem(res) or _fields_problem(res)) is not None:
         return None, why
     return res, None
+
+
+#: the fields the report reads besides the table, and the JSON kinds each may be (None: absent or null)
+_FIELD_KINDS = {"provenance": (dict,), "encoder": (dict,), "projections": (dict,), "data": (list, dict),
+                "extra_tables": (list,)}
+
+
+def _fields_problem(res: dict[str, Any]) -> str | None:
+    """What makes a field the report describes a result by unreadable, or None (was: a traceback,
+    `provenance` null or a string, `extra_tables` a number; such a result is left out as bad JSON is)."""
+    for name, kinds in _FIELD_KINDS.items():
+        if res.get(name) is not None and not isinstance(res[name], kinds):
+            return f"its field {name!r} is {type(res[name]).__name__}, not {' or '.join(k.__name__ for k in kinds)}"
+    parameters = (res.get("provenance") or {}).get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        return f"its field 'provenance.parameters' is {type(parameters).__name__}, not dict"
+    if any(v is not None and not isinstance(v, dict) for v in (res.get("projections") or {}).values()):
+        return "its field 'projections' holds a value that is no object"
+    return None
 
 
 def read_results(folder: Path) -> tuple[dict[str, list[tuple[str, dict]]], list[str]]:

@@ -355,8 +355,18 @@ def test_a_benchmark_result_edited_where_it_stays_valid_json_is_refused(ws):
     (results / "other.json").write_text('{"kind": "manifest", "x": 1}')
     (results / "tatoeba.json").write_text(json.dumps(  # one result, so that the report is written
         {"kind": "xmine-benchmark-result", "task": "tatoeba", "table": {"columns": ["variant", "acc"], "rows": [["raw", 90]]}}))
+    # a result (written before results were sealed) whose described fields are of other kinds (a helper:
+    # a traceback, exit 1): left out, as bad JSON is
+    base = {"kind": "xmine-benchmark-result", "task": "qe", "table": {"columns": ["a"], "rows": [[1]]}}
+    for name, field in (("prov", {"provenance": None, "x": 1}), ("params", {"provenance": {"parameters": 3}}),
+                        ("extra", {"extra_tables": 5}), ("projs", {"projections": "seed"})):
+        (results / f"{name}.json").write_text(json.dumps({**base, **field}))
     ok(xm("bench", "report", "--results", results, "--out", ws / "RESULTS.md"))
     md = (ws / "RESULTS.md").read_text(encoding="utf-8")
+    assert "- `params.json`: its field 'provenance.parameters' is int, not dict" in md
+    assert "- `extra.json`: its field 'extra_tables' is int, not list" in md
+    assert "- `projs.json`: its field 'projections' is str, not dict" in md
+    assert "`prov.json`" not in md.split("## Files left out")[-1]  # (null: absent, described as such)
     assert "- `sts-use-m3.json`: edited or damaged since xmine wrote it" in md and "SemEval-2017 STS" not in md
     assert "- `junk.json`: no xmine result (it records no kind)" in md and "## junk" not in md
     assert "- `other.json`: no xmine result (its kind is 'manifest')" in md

@@ -85,8 +85,8 @@ def pq_subquantisers(dim: int, preferred: int = 64, *, even: bool = False) -> in
         if dim % 2:
             raise ConfigError(f"dimension {dim}: fast-scan PQ (--index-type ivfpqfs, the --approximate default) needs "
                               "an even number of sub-quantisers dividing the dimension, and an odd one has none; use "
-                              "--index-type ivf (exact vectors; ivfpq's codes would be as few as the dimension's "
-                              "divisors allow, one byte for a prime)")
+                              "--index-type ivf (exact vectors), or ivfpq, whose sub-quantisers must divide the "
+                              f"dimension too: {pq_subquantisers(dim, preferred)} here at --pq-m {preferred}")
         m = next(d for d in [*range(m, 0, -1), *range(m + 1, dim + 1)] if dim % d == 0 and d % 2 == 0)
     return m
 

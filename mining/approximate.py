@@ -163,7 +163,8 @@ def approximate_plan(config: ApproximateConfig, n: int, m: int, dim: int) -> dic
     pq = (pq_code(plan["factory"]) or (None,))[0]
     warn_if_coarse(dim, pq, config.pq_m)
     for option, given, used, why in (
-            ("--nlist", config.nlist, plan["nlist"], "an IVF list needs a row of the side (or shard) to train on"),
+            ("--nlist", config.nlist, plan["nlist"], "at most the rows of the smaller side or shard: more lists "
+             "than a side indexes rows would stay empty"),
             ("--nprobe", config.nprobe, plan["nprobe"], "a query visits at most every list"),
             ("--pq-m", config.pq_m if config.pq_m != ApproximateConfig.pq_m else None, pq, f"the sub-quantisers "
              f"must divide the dimension {dim}" + (" in an even number (fast-scan)" * (config.index_type == "ivfpqfs")))):

@@ -273,7 +273,7 @@ search_options = _options(
     click.option("--nlist", type=click.IntRange(min=1), default=None,
                  help="With --approximate: IVF lists of each index (default: by the rows it holds, a side or "
                       "--index-shard-rows, 4..16 x sqrt(N), at most 4096, and fewer where a list would train on < 39 "
-                      "rows)."),
+                      "rows); given or not, at most the rows of the smaller side (or shard)."),
     click.option("--nprobe", type=click.IntRange(min=1), default=None,
                  help="With --approximate: lists visited per query (default: max(32, nlist/16)). Higher: "
                       "better recall, slower; benchmarks/RESULTS.md has recall against exact mining."),

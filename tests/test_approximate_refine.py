@@ -193,6 +193,13 @@ def test_fast_scan_sub_quantisers_on_odd_dimensions_and_tiny_pq_m(tmp_path):
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     with pytest.raises(ConfigError, match="dimension 3: fast-scan PQ .* odd one has none; use --index-type ivf "):
         approximate_knn_both(x, x[::-1].copy(), 4, work_dir=tmp_path)
+    # ivfpq's count named as it is (a helper: "one byte for a prime" said of 61, where ivfpq builds PQ61)
+    from xmine.index.choose import pq_subquantisers
+
+    for dim, m in ((61, 61), (67, 1), (63, 63)):
+        with pytest.raises(ConfigError, match=f"or ivfpq, whose sub-quantisers must divide the dimension too: {m} here "
+                                              "at --pq-m 64"):
+            pq_subquantisers(dim, 64, even=True)
     plan = {"factory": "IVF4,PQ3", "nlist": 4}
     assert "ivfpqfs" not in few_rows_advice(plan, "exact mining", dim=3)
     assert "ivfpqfs" in few_rows_advice(plan, "exact mining", dim=6)

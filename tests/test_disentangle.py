@@ -525,6 +525,16 @@ def test_langid_command(challenge, me5, data_dir, tmp_path):
     res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), "--eval", "-q",
                                     str(tmp_path / "test.de.txt")])
     assert res.exit_code == 0 and f"{tmp_path / 'test.de.txt'}\tdeu\taccuracy " in res.output, res.output
+    # a library's answer scored as the language filter judges it (a helper: FLORES als_Latn, labelled sqi
+    # by fastText, scored 0% where the filter keeps every line)
+    from tests.flores import flores_lines
+
+    (tmp_path / "als_Latn.devtest").write_text("\n".join(flores_lines(data_dir, "als_Latn", 30)) + "\n",
+                                                encoding="utf-8")
+    res = CliRunner().invoke(main, ["langid", "--lid", "fasttext", "--eval", "-q", str(tmp_path / "als_Latn.devtest")])
+    assert res.exit_code == 0, res.output
+    accuracy = float(res.output.splitlines()[-1].split("accuracy ")[1].split()[0])
+    assert accuracy >= 0.9, res.output
     for spec, said in ((str(tmp_path / "corpus.txt"), "corpus.txt: cannot tell its language from its name"),
                        (f"foo={tmp_path / 'corpus.txt'}", "'foo' is no language code")):
         res = CliRunner().invoke(main, ["langid", "--lid", "fasttext", "--eval", "-q", spec])

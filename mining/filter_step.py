@@ -220,8 +220,7 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
                 where = f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}" if line_numbers else ""  # (was: never)
                 f.write(f"{float(mined.score[i]):.6f}\t{tsv_field(sx.text[s])}\t{tsv_field(sy.text[t])}\t"
                         f"{FILTER_RULES[int(reasons[i])]}{where}\n")
-    kept = MinedPairs(src_idx=mined.src_idx[keep], tgt_idx=mined.tgt_idx[keep], score=mined.score[keep],
-                      direction=mined.direction[keep])
+    kept = mined.take(keep)
     columns = [PairColumn(name=name, values=values[keep]) for name, values in lid.items()]
     return kept, src_rows[keep], tgt_rows[keep], record, columns
 

@@ -307,7 +307,6 @@ def _mine(config: MineConfig, *, show_progress: bool,
                 side, mineable = (sx, mx) if e.side == "src" else (sy, my)
                 row = int(mineable.ids[e.row])
                 raise InputError(side.path, NonFiniteRowError.of_store_row(row, int(side.line_numbers[row]))) from None
-            length_ratio_dropped = mined.length_ratio_dropped  # (the pairs made below do not carry it)
             if search == "approximate" and rule is not None and approximate_config.refine:  # (was: unsaid)
                 approximate_used["refined"] = ("no: the threshold is estimated from the run's candidates after the "
                                                "search, so none chose what to refine; give --threshold to refine")
@@ -352,7 +351,8 @@ def _mine(config: MineConfig, *, show_progress: bool,
                 "filters": filter_record,
                 # --max-length-ratio, before one-to-one matching (was: counted nowhere, and only the
                 # pair filter's length_ratio bound shown)
-                **({"max_length_ratio": {"bound": mining.max_length_ratio, "candidates_dropped": length_ratio_dropped}}
+                **({"max_length_ratio": {"bound": mining.max_length_ratio,
+                                         "candidates_dropped": mined.length_ratio_dropped}}
                    if mining.max_length_ratio is not None else {}),
                 "language_check": language_check,
                 **({"index_notes": index_notes} if index_notes else {}),

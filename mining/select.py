@@ -136,7 +136,8 @@ class MinedPairs:
         return set(zip(self.src_idx.tolist(), self.tgt_idx.tolist()))
 
     def take(self, positions: np.ndarray) -> "MinedPairs":
-        """The pairs at `positions`, in that order (a position may repeat)."""
+        """The pairs at `positions` (indices, in that order, a position may repeat; or a mask), with
+        the count of candidates the length ratio dropped before them."""
         return MinedPairs(src_idx=self.src_idx[positions], tgt_idx=self.tgt_idx[positions],
                           score=self.score[positions], direction=self.direction[positions],
                           length_ratio_dropped=self.length_ratio_dropped)

@@ -181,8 +181,7 @@ def note_cap_not_above(record: dict, filters: PairFilterConfig, margin: str) -> 
 def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
     """The pairs of `mined` (sorted, highest first) scoring >= threshold in float64, as `select_pairs` compares."""
     n = int(np.count_nonzero(mined.score >= np.float64(threshold)))
-    return MinedPairs(src_idx=mined.src_idx[:n], tgt_idx=mined.tgt_idx[:n], score=mined.score[:n],
-                      direction=mined.direction[:n])
+    return mined.take(np.arange(n))
 
 
 def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: PairFilterConfig, projection_dir,

@@ -39,8 +39,8 @@ from xmine.artefacts.input_artefacts import artefact_kind, manifest_hash
 from xmine.artefacts.output_state import dir_kind
 from xmine.errors import ConfigError, InputError, check_field_types
 from xmine.langs import is_known_lang, normalize_lang
-from xmine.io.reader_base import (MISSING, a_kind, field_at, fields_named, format_by_path, json_kind,
-                                   size_and_sha256, text_problem)
+from xmine.io.reader_base import (MISSING, a_kind, field_at, fields_named, file_change, format_by_path,
+                                   json_kind, size_and_sha256, text_problem)
 from xmine.io.stdin import shown_path
 from xmine.store import EmbeddingStore
 from xmine.io.readers import jsonl_records
@@ -201,9 +201,9 @@ class Bitext:
         it had grown)."""
         now = self.identity()
         for was, is_ in zip(began["files"], now["files"]):
-            if was != is_:
-                raise InputError(is_["path"], "changed while it was scored (its size or sha256 differs from when "
-                                              "the run began); run the command again on a file no one writes")
+            if (change := file_change(was, is_)) is not None:
+                raise InputError(is_["path"], f"changed while it was scored ({change}); run the command again on a "
+                                              "file no one writes")
         return now
 
     def pairs(self) -> Iterator[BitextPair]:

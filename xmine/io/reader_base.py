@@ -104,6 +104,17 @@ def options_given(spec: InputFormat | None) -> list[str]:
         (["--split-sentences"] if spec.split_sentences else [])
 
 
+def file_change(was: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """How a file's record `now` differs from `was`, its record when a run began (each of "size" and
+    "sha256", or a store's "manifest_sha256"; other fields, its path, are not compared), or None."""
+    if was.get("size") is not None and now.get("size") != was.get("size"):
+        return f"{was['size']:,} bytes when the run began, {now.get('size') or 0:,} now"
+    compared = ("size", "sha256", "manifest_sha256")
+    if all(was.get(k) == now.get(k) for k in compared):
+        return None
+    return "its content changed" + (", its size did not" if was.get("size") is not None else "")
+
+
 def option_named(spec: InputFormat, option: str) -> str:
     """`option` (a shared record option, "--text-column" or "--id-field") as errors name it: the
     side's own (`--src-text-column`) where that one was given (was: the shared name, which the
@@ -255,9 +266,7 @@ class CorpusReader:
         if not self.path.exists():
             return "removed"
         size, digest = size_and_sha256(self.path)
-        if size != was.get("size"):
-            return f"{was.get('size'):,} bytes when the run began, {size:,} now"
-        return None if digest == was.get("sha256") else "its content changed, its size did not"
+        return file_change(was, {"size": size, "sha256": digest})
 
     def sentences(self, *, max_chars: int = DEFAULT_MAX_CHARS, stats: CorpusStats | None = None,
                   ids: list | None = None, keep_breaks: bool = False) -> Iterator[tuple[int, str]]:

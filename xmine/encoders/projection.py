@@ -93,15 +93,18 @@ def resolve_projection(projection: "ProjectionLike | str | Path | None") -> Proj
     return opened
 
 
-def unseen_languages(fingerprint: ProjectionFingerprint | None, langs) -> list[str]:
+def unseen_languages(fingerprint: ProjectionFingerprint | None, langs, *,
+                     projection: ProjectionLike | None = None) -> list[str]:
     """Those of `langs` (codes as given; None skipped) that a user's projection was not trained on
     (the languages its config lists): its meaning part of them is untested. [] for raw embeddings,
     for the shipped projection (measured on languages it never saw: benchmarks/results/notes/
-    heldout_news.md), and for a projection that lists no languages or no longer opens."""
+    heldout_news.md), and for a projection that lists no languages or no longer opens. `projection`:
+    the one `fingerprint` names, where it is open already (else it is opened)."""
     if fingerprint is None or fingerprint.shipped:
         return []
     try:
-        known = {normalize_lang(code) for code in getattr(open_projection(fingerprint.path), "languages", [])}
+        known = {normalize_lang(code) for code in getattr(open_projection(projection or fingerprint.path),
+                                                          "languages", [])}
     except (ArtefactError, InputError, OSError):
         return []
     return [lang for lang in langs if known and lang and normalize_lang(lang) not in known]
@@ -120,7 +123,7 @@ def warn_of_unseen_languages(projection_dir: str | Path | None, langs) -> None:
     `calibrate`, so an index of such vectors was searched without a word)."""
     projection = open_projection(projection_dir) if projection_dir is not None else None
     fingerprint = ProjectionFingerprint.from_dict(projection.fingerprint(), where="projection") if projection else None
-    if unseen := unseen_languages(fingerprint, langs):
+    if unseen := unseen_languages(fingerprint, langs, projection=projection):
         log.warning(f"{unseen_languages_note(projection_dir, unseen)}; `xmine bench tatoeba --projection "
                     f"{projection_dir}` measures it, and `--projection none` keeps raw embeddings")
 

@@ -129,10 +129,9 @@ def column_index(column: str, header: list[str] | None, path: Path, *, option: s
     """The 0-based index of `column`: a 1-based number, or with a header (on line `header_line`) a
     column name that the header holds once."""
     if header is not None and column in header:
-        if header.count(column) > 1:  # (was: the first of them, without a word)
-            numbers = [str(i + 1) for i, name in enumerate(header) if name == column]
-            raise InputError(path, f"{option} {column!r}: the header has {len(numbers)} columns of that name (columns "
-                                   f"{', '.join(numbers)}); give the number of the one to read", line=header_line)
+        # (was: the first of them, without a word)
+        check_named_once(column, header, path, option=option, header_line=header_line,
+                         advice="give the number of the one to read")
         return header.index(column)
     if column.isdecimal() and int(column) >= 1:  # (isdigit: also "²", which int() refuses)
         return int(column) - 1
@@ -144,6 +143,16 @@ def column_index(column: str, header: list[str] | None, path: Path, *, option: s
     shown = ", ".join(header[:12])
     raise InputError(path, f"{option} {column!r}: no such column (columns: {shown}); name one or give its number",
                      line=1)
+
+
+def check_named_once(name: str, header: list[str], path: Path, *, option: str, header_line: int | None,
+                     advice: str) -> None:
+    """InputError (`advice` says what to do) where the `header` (on line `header_line`) names more
+    than one column `name`: which of them `option` means is not defined."""
+    numbers = [str(i + 1) for i, column in enumerate(header) if column == name]
+    if len(numbers) > 1:
+        raise InputError(path, f"{option} {name!r}: the header has {len(numbers)} columns of that name (columns "
+                               f"{', '.join(numbers)}); {advice}", line=header_line)
 
 
 def field_of(fields: list[str], index: int, path: Path, line: int, *, what: str) -> str:

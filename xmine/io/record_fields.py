@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from xmine.io.delimited import delimited_rows, same_width
+from xmine.io.delimited import check_named_once, delimited_rows, same_width
 from xmine.errors import ConfigError, InputError
 from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.io.reader_base import MISSING, InputFormat, field_at, text_problem
@@ -73,12 +73,9 @@ def check_fields_readable(path: str | Path, spec: InputFormat | None, names: Seq
     if fmt in ("csv", "tsv") and open_corpus(path, spec or InputFormat(), check=False).has_header():
         with closing(delimited_rows(path, fmt)) as rows:
             header = next(rows, None)
-        columns = [n.strip() for n in header[1]] if header is not None else []
-        for name in names:  # a name the header holds twice: which column? (was: the last, without a word)
-            if columns.count(name) > 1:
-                numbers = ", ".join(str(i + 1) for i, c in enumerate(columns) if c == name)
-                raise InputError(path, f"{option} {name!r}: the header has {columns.count(name)} columns of that name "
-                                       f"(columns {numbers}): which to keep is not defined; rename one", line=header[0])
+        for name in names if header is not None else ():  # (was: the last of them, without a word)
+            check_named_once(name, [n.strip() for n in header[1]], path, option=option, header_line=header[0],
+                             advice="which to keep is not defined; rename one")
     check = _FieldCheck(path, names, option)
     with closing(_records(path, spec or InputFormat())) as records:
         for number, record in records:
